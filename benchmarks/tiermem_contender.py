@@ -1,0 +1,74 @@
+"""tiermem itself, on a SQLite file and on PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+
+from base import MAX_TOKENS, SESSION_ID, Contender
+from langchain_core.messages import BaseMessage
+from sqlalchemy import Engine, create_engine, text
+
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem.testing import FakeSummarizer
+
+POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+"""The local server the PostgreSQL contender uses, in a fresh schema per run."""
+
+
+class TiermemContender(Contender[list[BaseMessage]]):
+    """``ConversationMemory`` with ``max_tokens=2000`` and the fake summariser."""
+
+    def __init__(self, url: str | None = None, engine: Engine | None = None) -> None:
+        """Open the memory on the database ``url`` or on an existing ``engine``."""
+        config = MemoryConfig(max_tokens=MAX_TOKENS)
+        if engine is not None:
+            self._memory = ConversationMemory(
+                engine=engine, config=config, summarizer=FakeSummarizer()
+            )
+        else:
+            self._memory = ConversationMemory(url=url, config=config, summarizer=FakeSummarizer())
+
+    def step(self, human: str, ai: str) -> list[BaseMessage]:
+        """Add both messages and get the context."""
+        self._memory.add_user_message(SESSION_ID, human)
+        self._memory.add_assistant_message(SESSION_ID, ai)
+        return list(self._memory.get_messages(SESSION_ID))
+
+    def texts(self, context: list[BaseMessage]) -> list[str]:
+        """Return the message texts."""
+        return [m.text for m in context]
+
+    def close(self) -> None:
+        """Close the memory."""
+        self._memory.close()
+
+
+class TiermemPostgresContender(TiermemContender):
+    """tiermem on PostgreSQL, in a fresh schema that is dropped afterwards."""
+
+    def __init__(self, url: str = POSTGRES_URL) -> None:
+        """Create a schema and an engine whose ``search_path`` is that schema."""
+        self._schema = f"bench_{uuid.uuid4().hex[:12]}"
+        self._admin = create_engine(url)
+        with self._admin.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{self._schema}"'))
+        self._engine = create_engine(url, connect_args={"options": f"-csearch_path={self._schema}"})
+        try:
+            super().__init__(engine=self._engine)
+        except BaseException:
+            self._drop_schema()
+            raise
+
+    def _drop_schema(self) -> None:
+        """Dispose the engine and drop the schema with everything in it."""
+        self._engine.dispose()
+        with self._admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{self._schema}" CASCADE'))
+        self._admin.dispose()
+
+    def close(self) -> None:
+        """Close the memory, then drop the schema."""
+        try:
+            super().close()
+        finally:
+            self._drop_schema()

@@ -1,0 +1,323 @@
+"""``TieredMemoryMiddleware``: a lossless drop-in for ``SummarizationMiddleware``."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware.summarization import ContextSize
+from langchain.agents.middleware.types import AgentMiddleware, AgentState
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+from tiermem import ConversationMemory, is_summary_message
+from tiermem.errors import (
+    CompressionConflict,
+    CompressionInProgress,
+    InvalidSessionId,
+    SummarizationError,
+)
+
+from ._policy import Trigger, keep_count, normalize_trigger, should_compress, validate_context_size
+from ._recorded import RecordedIds
+
+__all__ = ["TieredMemoryMiddleware", "session_id_from_config"]
+
+logger = logging.getLogger(__name__)
+
+#: Compression failures after which the turn goes on with the state unchanged.
+_RECOVERABLE = (SummarizationError, CompressionInProgress, CompressionConflict)
+
+TokenCounter = Callable[[Sequence[BaseMessage]], int]
+
+
+def session_id_from_config(config: RunnableConfig, session_key: str) -> str:
+    """Read the tiermem session id from a runnable config.
+
+    Args:
+        config: The config the agent (or tool) was invoked with.
+        session_key: The ``configurable`` key that holds the session id.
+
+    Returns:
+        The session id, as a string.
+
+    Raises:
+        InvalidSessionId: When the key is missing.
+    """
+    value = config.get("configurable", {}).get(session_key)
+    if value is None or value == "":
+        msg = (
+            f"no tiermem session id: invoke the agent with "
+            f"config={{'configurable': {{{session_key!r}: '<conversation id>'}}}}"
+        )
+        raise InvalidSessionId(msg)
+    return str(value)
+
+
+def _profile_limit(model: BaseChatModel | None) -> int | None:
+    """The model profile's ``max_input_tokens``, if known."""
+    profile = getattr(model, "profile", None) if model is not None else None
+    limit = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return limit if isinstance(limit, int) else None
+
+
+def _identity(message: BaseMessage) -> object:
+    """What makes two renderings of a message the same: its id; the summary's content."""
+    return ("summary", message.content) if is_summary_message(message) else message.id
+
+
+class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Records every agent message in tiermem and compresses losslessly.
+
+    Takes the ``trigger`` and ``keep`` forms of ``SummarizationMiddleware``. Before
+    each model call, the agent state is recorded in the session named by
+    ``config["configurable"][session_key]`` (messages already stored are skipped, so
+    resuming from a checkpointer never duplicates). When the trigger is met, tiermem
+    compresses the older entries, and the state becomes tiermem's summary message
+    followed by the kept messages. A tool call is never split from its results, the
+    originals stay searchable (see :func:`tiermem_agents.recall_tool`), and when the
+    summarizer fails the turn goes on uncompressed (tiermem sends
+    ``compression_failed``).
+
+    Example:
+        ```python
+        agent = create_agent(
+            model,
+            tools=[search, recall_tool(mem)],
+            middleware=[TieredMemoryMiddleware(mem, trigger=("tokens", 4000))],
+            checkpointer=InMemorySaver(),
+        )
+        agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "t1"}})
+        ```
+    """
+
+    def __init__(
+        self,
+        memory: ConversationMemory,
+        *,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
+        session_key: str = "thread_id",
+        token_counter: TokenCounter | None = None,
+        model: BaseChatModel | None = None,
+    ) -> None:
+        """Create the middleware.
+
+        Args:
+            memory: Where messages are recorded and compressed.
+            trigger: When to compress, as in ``SummarizationMiddleware``:
+                ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``, a
+                ``{"tokens": n, "messages": m}`` AND clause, or a list (OR). ``None``
+                uses the memory's ``MemoryConfig``: ``("tokens", max_tokens)`` or
+                ``("messages", max_entries)``.
+            keep: How much recent history stays verbatim: ``("messages", n)``,
+                ``("tokens", n)`` or ``("fraction", f)``. ``None`` keeps the memory's
+                ``recent_window`` messages.
+            session_key: The ``configurable`` key holding the session id.
+            token_counter: Counts the state's tokens for the trigger; defaults to
+                the memory's tiktoken counter.
+            model: The agent's chat model; only its profile's ``max_input_tokens``
+                is read, for ``fraction`` thresholds.
+
+        Raises:
+            ValueError: On a malformed trigger or keep, or when a ``fraction`` is
+                used and the model's context size is unknown.
+        """
+        super().__init__()
+        self.memory = memory
+        self.trigger = trigger if trigger is not None else self._default_trigger(memory)
+        self.keep: ContextSize = validate_context_size(
+            keep if keep is not None else ("messages", memory.config.recent_window), "keep"
+        )
+        self.session_key = session_key
+        self.token_counter: TokenCounter = token_counter or memory.counter.count_messages
+        self.max_input_tokens = _profile_limit(model)
+        self._recorded = RecordedIds()
+        self._clauses = normalize_trigger(self.trigger)
+        uses_fraction = any("fraction" in c for c in self._clauses) or self.keep[0] == "fraction"
+        if uses_fraction and self.max_input_tokens is None:
+            msg = (
+                "fractional trigger or keep needs the model's context size: pass "
+                "model=<chat model with profile={'max_input_tokens': ...}>, or use tokens"
+            )
+            raise ValueError(msg)
+
+    @staticmethod
+    def _default_trigger(memory: ConversationMemory) -> Trigger:
+        """The trigger the memory's own config implies."""
+        return [("tokens", memory.config.max_tokens), ("messages", memory.config.max_entries)]
+
+    def _session_id(self) -> str:
+        """The session of the running agent invocation."""
+        return session_id_from_config(get_config(), self.session_key)
+
+    def _pending(self, session_id: str, messages: Sequence[AnyMessage]) -> list[BaseMessage]:
+        """The state's messages not known to be stored, minus tiermem's summary.
+
+        Every message gets an id (as ``SummarizationMiddleware`` does), which is what
+        makes recording idempotent.
+        """
+        known = self._recorded.known(session_id)
+        pending: list[BaseMessage] = []
+        for message in messages:
+            if is_summary_message(message):
+                continue
+            if message.id is None:
+                message.id = str(uuid.uuid4())
+            if message.id not in known:
+                pending.append(message)
+        return pending
+
+    def _remember(self, session_id: str, messages: Sequence[AnyMessage]) -> None:
+        """Note that every message of the state is now stored."""
+        self._recorded.remember(session_id, (m.id for m in messages if m.id is not None))
+
+    def _record(self, session_id: str, messages: Sequence[AnyMessage]) -> None:
+        """Store the state's new messages (idempotent)."""
+        pending = self._pending(session_id, messages)
+        if pending:
+            self.memory.add_messages(session_id, pending, skip_existing=True)
+        self._remember(session_id, messages)
+
+    async def _arecord(self, session_id: str, messages: Sequence[AnyMessage]) -> None:
+        """Async twin of :meth:`_record`."""
+        pending = self._pending(session_id, messages)
+        if pending:
+            await self.memory.aadd_messages(session_id, pending, skip_existing=True)
+        self._remember(session_id, messages)
+
+    def _triggered(self, messages: Sequence[AnyMessage]) -> bool:
+        """Whether the state's size meets the trigger."""
+        if not self._clauses:
+            return False
+        return should_compress(
+            self._clauses,
+            messages=len(messages),
+            tokens=self.token_counter(messages),
+            max_input_tokens=self.max_input_tokens,
+        )
+
+    def _keep_last(self, active: Sequence[BaseMessage]) -> int:
+        """How many of the session's active messages stay verbatim."""
+        return keep_count(self.keep, active, self.token_counter, self.max_input_tokens)
+
+    @staticmethod
+    def _active(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """tiermem's rendered context without its summary message."""
+        return [m for m in messages if not is_summary_message(m)]
+
+    @staticmethod
+    def _replacement(
+        state: Sequence[AnyMessage], rendered: list[BaseMessage]
+    ) -> dict[str, Any] | None:
+        """The state update that swaps the state for tiermem's context, if it differs."""
+        if [_identity(m) for m in state] == [_identity(m) for m in rendered]:
+            return None
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *rendered]}
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record the state; compress and replace it when the trigger is met.
+
+        Args:
+            state: The agent state.
+            runtime: The graph runtime (unused; the session comes from the config).
+
+        Returns:
+            ``None``, or an update replacing the messages with summary + kept ones.
+        """
+        session_id = self._session_id()
+        messages = state["messages"]
+        self._record(session_id, messages)
+        if not self._triggered(messages):
+            return None
+        active = self._active(self.memory.get_messages(session_id))
+        try:
+            self.memory.compress(session_id, force=True, keep=self._keep_last(active))
+        except _RECOVERABLE as exc:
+            logger.warning("tiermem compression failed; the turn goes on uncompressed: %s", exc)
+            return None
+        return self._replacement(messages, self.memory.get_messages(session_id))
+
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model`.
+
+        Args:
+            state: The agent state.
+            runtime: The graph runtime (unused; the session comes from the config).
+
+        Returns:
+            ``None``, or an update replacing the messages with summary + kept ones.
+        """
+        session_id = self._session_id()
+        messages = state["messages"]
+        await self._arecord(session_id, messages)
+        if not self._triggered(messages):
+            return None
+        active = self._active(await self.memory.aget_messages(session_id))
+        try:
+            await self.memory.acompress(session_id, force=True, keep=self._keep_last(active))
+        except _RECOVERABLE as exc:
+            logger.warning("tiermem compression failed; the turn goes on uncompressed: %s", exc)
+            return None
+        return self._replacement(messages, await self.memory.aget_messages(session_id))
+
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record the model's answer as soon as it exists.
+
+        Args:
+            state: The agent state.
+            runtime: The graph runtime (unused).
+
+        Returns:
+            ``None``: the state is not changed.
+        """
+        self._record(self._session_id(), state["messages"])
+        return None
+
+    async def aafter_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_model`.
+
+        Args:
+            state: The agent state.
+            runtime: The graph runtime (unused).
+
+        Returns:
+            ``None``: the state is not changed.
+        """
+        await self._arecord(self._session_id(), state["messages"])
+        return None
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record what the run ended with (e.g. results of ``return_direct`` tools).
+
+        Args:
+            state: The agent state.
+            runtime: The graph runtime (unused).
+
+        Returns:
+            ``None``: the state is not changed.
+        """
+        return self.after_model(state, runtime)
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent`.
+
+        Args:
+            state: The agent state.
+            runtime: The graph runtime (unused).
+
+        Returns:
+            ``None``: the state is not changed.
+        """
+        return await self.aafter_model(state, runtime)

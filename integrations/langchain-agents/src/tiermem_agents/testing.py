@@ -1,0 +1,108 @@
+"""Helpers for testing agents that use ``TieredMemoryMiddleware``, without a real model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
+
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import Runnable
+from pydantic import Field
+from tiermem import is_summary_message
+
+__all__ = ["ToolCallingFakeModel", "assert_provider_valid", "tool_turns"]
+
+
+class ToolCallingFakeModel(GenericFakeChatModel):
+    """``GenericFakeChatModel`` that accepts ``bind_tools`` and records its inputs.
+
+    ``create_agent`` binds the agent's tools to its model; this fake ignores them
+    and answers with the next scripted message. ``requests`` holds every list of
+    messages the model was called with, so tests can check what the agent sent.
+    """
+
+    requests: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Return the model itself; the script decides which tools get called.
+
+        Args:
+            tools: Ignored.
+            tool_choice: Ignored.
+            **kwargs: Ignored.
+
+        Returns:
+            This model.
+        """
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        """Record the request, then answer with the next scripted message."""
+        self.requests.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def tool_turns(
+    turns: int,
+    *,
+    tool: str = "lookup",
+    calls_per_turn: Callable[[int], int] = lambda turn: 1 + turn % 2,
+    answer: Callable[[int], str] = lambda turn: f"Answer {turn}: done.",
+) -> Iterator[AIMessage]:
+    """Script a model that calls tools once per turn, then answers.
+
+    Each turn yields an ``AIMessage`` with ``calls_per_turn(turn)`` parallel calls of
+    ``tool`` (argument ``{"query": "item <turn>-<i>"}``), then a final answer; the
+    agent therefore calls the model exactly twice per turn.
+
+    Args:
+        turns: Number of user turns to script.
+        tool: The tool name to call.
+        calls_per_turn: Parallel calls in turn ``turn``.
+        answer: The final answer text of turn ``turn``.
+
+    Yields:
+        The model's messages, in call order.
+    """
+    for turn in range(turns):
+        calls = [
+            {"name": tool, "args": {"query": f"item {turn}-{i}"}, "id": f"call_{turn}_{i}"}
+            for i in range(calls_per_turn(turn))
+        ]
+        yield AIMessage(content="", tool_calls=calls, id=f"ai_{turn}_call")
+        yield AIMessage(content=answer(turn), id=f"ai_{turn}_answer")
+
+
+def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:
+    """Assert that a message list is valid input for tool-calling providers.
+
+    Rules: a summary message only follows system messages; every ``AIMessage`` with tool calls
+    is immediately followed by exactly one ``ToolMessage`` per call (any order);
+    no ``ToolMessage`` appears anywhere else.
+
+    Args:
+        messages: The messages, as sent to the model or held in the agent state.
+
+    Raises:
+        AssertionError: Naming the first offending position.
+    """
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        if is_summary_message(message) and any(m.type != "system" for m in messages[:index]):
+            raise AssertionError(f"summary message at position {index} follows the conversation")
+        if isinstance(message, ToolMessage):
+            raise AssertionError(f"tool result {message.tool_call_id!r} at {index} has no call")
+        index += 1
+        if isinstance(message, AIMessage) and message.tool_calls:
+            expected = {call["id"] for call in message.tool_calls}
+            answered: list[str | None] = []
+            while index < len(messages) and isinstance(messages[index], ToolMessage):
+                answered.append(cast("ToolMessage", messages[index]).tool_call_id)
+                index += 1
+            if sorted(map(str, answered)) != sorted(map(str, expected)):
+                raise AssertionError(f"calls {sorted(map(str, expected))} answered by {answered}")

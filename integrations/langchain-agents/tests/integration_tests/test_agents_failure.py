@@ -1,0 +1,84 @@
+"""A failing summarizer never breaks a turn and never loses a message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
+from tiermem import ConversationMemory, MemoryConfig, is_summary_message
+from tiermem.errors import SummarizationError
+from tiermem.testing import FakeSummarizer
+
+from tiermem_agents import TieredMemoryMiddleware
+from tiermem_agents.testing import ToolCallingFakeModel, assert_provider_valid, tool_turns
+
+CONFIG: RunnableConfig = {"configurable": {"thread_id": "failing"}}
+
+
+@pytest.fixture(name="failing_memory")
+def fixture_failing_memory(memory_url: str) -> Iterator[ConversationMemory]:
+    """A memory whose summarizer always raises."""
+    config = MemoryConfig(max_tokens=1_000_000, max_entries=100_000, auto_compress=False)
+    summarizer = FakeSummarizer(mode="raise")
+    with ConversationMemory(url=memory_url, config=config, summarizer=summarizer) as mem:
+        yield mem
+
+
+def _failures(memory: ConversationMemory) -> list[BaseException]:
+    """Record the errors of every compression_failed signal."""
+    errors: list[BaseException] = []
+
+    def receiver(sender: object, **kwargs: Any) -> None:
+        errors.append(kwargs["error"])
+
+    memory.on("compression_failed", receiver)
+    return errors
+
+
+def test_turns_complete_uncompressed_when_summarizer_raises(
+    failing_memory: ConversationMemory, lookup_tool: BaseTool
+) -> None:
+    """Each turn still answers, the state keeps every message, compression_failed fires."""
+    errors = _failures(failing_memory)
+    middleware = TieredMemoryMiddleware(
+        failing_memory, trigger=("messages", 6), keep=("messages", 2)
+    )
+    model = ToolCallingFakeModel(messages=tool_turns(5))
+    agent = create_agent(
+        model, [lookup_tool], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    for turn in range(5):
+        result = agent.invoke({"messages": [HumanMessage(f"q{turn}", id=f"h{turn}")]}, CONFIG)
+        assert result["messages"][-1].content == f"Answer {turn}: done."
+        assert_provider_valid(result["messages"])
+    assert errors and all(isinstance(error, SummarizationError) for error in errors)
+    stats = failing_memory.get_stats("failing")
+    assert stats.summaries == 0
+    assert stats.active_entries == stats.total_entries == len(result["messages"])
+    assert not any(is_summary_message(m) for m in result["messages"])
+
+
+async def test_async_turns_complete_when_summarizer_raises(
+    failing_memory: ConversationMemory, lookup_tool: BaseTool
+) -> None:
+    """The async hooks also go on uncompressed and fire compression_failed."""
+    errors = _failures(failing_memory)
+    middleware = TieredMemoryMiddleware(
+        failing_memory, trigger=("messages", 6), keep=("messages", 2)
+    )
+    model = ToolCallingFakeModel(messages=tool_turns(4))
+    agent = create_agent(
+        model, [lookup_tool], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    for turn in range(4):
+        message = HumanMessage(f"q{turn}", id=f"h{turn}")
+        result = await agent.ainvoke({"messages": [message]}, CONFIG)
+        assert result["messages"][-1].content == f"Answer {turn}: done."
+    assert errors
+    assert (await failing_memory.aget_stats("failing")).active_entries == len(result["messages"])

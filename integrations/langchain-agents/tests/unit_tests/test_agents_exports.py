@@ -1,0 +1,71 @@
+"""The public surface of tiermem_agents and its test helpers."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+import tiermem_agents
+from tiermem_agents.testing import ToolCallingFakeModel, assert_provider_valid, tool_turns
+
+
+def test_all_is_pinned() -> None:
+    """__all__ lists exactly the documented names, and a version is set."""
+    assert tiermem_agents.__all__ == [
+        "TieredMemoryMiddleware",
+        "recall_tool",
+        "session_id_from_config",
+    ]
+    assert tiermem_agents.__version__
+
+
+def test_tool_turns_script_calls_then_answers() -> None:
+    """The script alternates one and two parallel calls, each followed by an answer."""
+    script = list(tool_turns(2))
+    assert [len(m.tool_calls) for m in script] == [1, 0, 2, 0]
+    assert script[3].content == "Answer 1: done."
+
+
+def test_fake_model_binds_tools_and_records_requests() -> None:
+    """bind_tools returns the model itself and every request is recorded."""
+    model = ToolCallingFakeModel(messages=iter(["hi"]))
+    assert model.bind_tools([]) is model
+    assert model.invoke([HumanMessage("hello")]).content == "hi"
+    assert [m.content for m in model.requests[0]] == ["hello"]
+
+
+def _call(call_id: str) -> AIMessage:
+    """An assistant message calling one tool."""
+    return AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": call_id}])
+
+
+def _result(call_id: str) -> ToolMessage:
+    """The result of call ``call_id``."""
+    return ToolMessage("ok", tool_call_id=call_id)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [_result("a")],
+        [_call("a"), HumanMessage("x"), _result("a")],
+        [_call("a")],
+        [_call("a"), _result("a"), _result("a")],
+        [HumanMessage("x"), SystemMessage("s", additional_kwargs={"tiermem_summary_ids": [1]})],
+    ],
+)
+def test_provider_check_rejects_invalid_shapes(messages: list[BaseMessage]) -> None:
+    """Orphan results, split or unanswered calls, duplicates and a late summary fail."""
+    with pytest.raises(AssertionError):
+        assert_provider_valid(messages)
+
+
+def test_provider_check_accepts_valid_shapes() -> None:
+    """Parallel results in any order right after their call pass."""
+    two = AIMessage(
+        "",
+        tool_calls=[{"name": "t", "args": {}, "id": "a"}, {"name": "t", "args": {}, "id": "b"}],
+    )
+    assert_provider_valid(
+        [SystemMessage("p"), HumanMessage("x"), two, _result("b"), _result("a"), AIMessage("y")]
+    )

@@ -1,0 +1,117 @@
+"""TieredConversationMemory implements the BaseMemory contract on a tiermem session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem.testing import FakeSummarizer, check_invariants
+
+import tiermem_classic
+from tiermem_classic import TieredConversationMemory
+
+
+@pytest.fixture(name="mem")
+def fixture_mem(tmp_path: Path) -> Iterator[ConversationMemory]:
+    """A memory on SQLite in tmp_path that never compresses on its own."""
+    config = MemoryConfig(auto_compress=False)
+    url = f"sqlite:///{tmp_path}/classic.db"
+    with ConversationMemory(url=url, config=config, summarizer=FakeSummarizer()) as mem:
+        yield mem
+        check_invariants(mem.engine)
+
+
+def test_all_is_pinned() -> None:
+    """__all__ lists exactly the documented names, and a version is set."""
+    assert tiermem_classic.__all__ == ["TieredConversationMemory"]
+    assert tiermem_classic.__version__
+
+
+def test_defaults_match_summary_buffer_memory(mem: ConversationMemory) -> None:
+    """Field defaults are those of ConversationSummaryBufferMemory."""
+    memory = TieredConversationMemory(memory=mem, session_id="s")
+    assert memory.memory_variables == ["history"]
+    assert (memory.return_messages, memory.input_key, memory.output_key) == (False, None, None)
+    assert (memory.human_prefix, memory.ai_prefix) == ("Human", "AI")
+    assert memory.load_memory_variables({}) == {"history": ""}
+
+
+def test_save_then_load_as_text(mem: ConversationMemory) -> None:
+    """A saved exchange loads back as prefixed lines."""
+    memory = TieredConversationMemory(memory=mem, session_id="s")
+    memory.save_context({"input": "Hi, I'm Ada."}, {"response": "Hello Ada!"})
+    assert memory.load_memory_variables({"input": "next"}) == {
+        "history": "Human: Hi, I'm Ada.\nAI: Hello Ada!"
+    }
+
+
+def test_save_then_load_as_messages(mem: ConversationMemory) -> None:
+    """return_messages=True returns HumanMessage/AIMessage objects under memory_key."""
+    memory = TieredConversationMemory(
+        memory=mem, session_id="s", return_messages=True, memory_key="chat"
+    )
+    memory.save_context({"question": "2+2?"}, {"answer": "4"})
+    loaded = memory.load_memory_variables({})["chat"]
+    assert [type(m) for m in loaded] == [HumanMessage, AIMessage]
+    assert [m.content for m in loaded] == ["2+2?", "4"]
+
+
+def test_custom_prefixes(mem: ConversationMemory) -> None:
+    """human_prefix and ai_prefix label the text form."""
+    memory = TieredConversationMemory(
+        memory=mem, session_id="s", human_prefix="User", ai_prefix="Bot"
+    )
+    memory.save_context({"input": "ping"}, {"output": "pong"})
+    assert memory.load_memory_variables({})["history"] == "User: ping\nBot: pong"
+
+
+def test_explicit_keys_pick_among_several(mem: ConversationMemory) -> None:
+    """input_key and output_key choose which values are stored."""
+    memory = TieredConversationMemory(
+        memory=mem, session_id="s", input_key="q", output_key="a", return_messages=True
+    )
+    memory.save_context({"q": "asked", "lang": "en"}, {"a": "answered", "cost": "1"})
+    assert [m.content for m in memory.load_memory_variables({})["history"]] == [
+        "asked",
+        "answered",
+    ]
+
+
+def test_ambiguous_keys_raise(mem: ConversationMemory) -> None:
+    """Several inputs or outputs without explicit keys raise ValueError and store nothing."""
+    memory = TieredConversationMemory(memory=mem, session_id="s")
+    with pytest.raises(ValueError):
+        memory.save_context({"a": "1", "b": "2"}, {"output": "x"})
+    with pytest.raises(ValueError, match="output_key"):
+        memory.save_context({"input": "1"}, {"x": "1", "y": "2"})
+    assert mem.get_entries("s") == []
+
+
+def test_output_key_defaults_to_output_among_several(mem: ConversationMemory) -> None:
+    """Among several outputs, "output" is stored, as BaseChatMemory does."""
+    memory = TieredConversationMemory(memory=mem, session_id="s", return_messages=True)
+    memory.save_context({"input": "i"}, {"output": "chosen", "extra": "ignored"})
+    assert memory.load_memory_variables({})["history"][1].content == "chosen"
+
+
+def test_clear_deletes_the_session(mem: ConversationMemory) -> None:
+    """clear removes every entry of the session and nothing else."""
+    memory = TieredConversationMemory(memory=mem, session_id="s")
+    other = TieredConversationMemory(memory=mem, session_id="other")
+    memory.save_context({"input": "a"}, {"output": "b"})
+    other.save_context({"input": "c"}, {"output": "d"})
+    memory.clear()
+    assert memory.load_memory_variables({}) == {"history": ""}
+    assert other.load_memory_variables({})["history"] == "Human: c\nAI: d"
+
+
+async def test_async_twins(mem: ConversationMemory) -> None:
+    """asave_context, aload_memory_variables and aclear use the async API."""
+    memory = TieredConversationMemory(memory=mem, session_id="s")
+    await memory.asave_context({"input": "a"}, {"output": "b"})
+    assert await memory.aload_memory_variables({}) == {"history": "Human: a\nAI: b"}
+    await memory.aclear()
+    assert await memory.aload_memory_variables({}) == {"history": ""}

@@ -1,0 +1,184 @@
+"""Private helpers: message <-> stored JSON, entry types, text rendering, id rules."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+    messages_from_dict,
+)
+
+from .errors import EntryTooLarge, InvalidContent, InvalidSessionId
+from .models import EntryType
+
+_SESSION_ID_MAX = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The key under which the summary message of get_messages carries its summary ids.
+SUMMARY_MARKER = "tiermem_summary_ids"
+#: Stored text starting with this Unicode noncharacter is a JSON string (see store_text).
+_ESCAPED_TEXT = "\ufdd0"
+
+
+def store_text(text: str) -> str:
+    """``text`` as kept in a TEXT column: unchanged, unless it holds NUL (which
+    PostgreSQL TEXT cannot store) or starts with the escape marker; such text is
+    stored as the marker plus its JSON string, so every text round-trips exactly."""
+    if "\x00" in text or text.startswith(_ESCAPED_TEXT):
+        return _ESCAPED_TEXT + json.dumps(text)
+    return text
+
+
+def load_text(stored: str) -> str:
+    """The text :func:`store_text` stored."""
+    if stored.startswith(_ESCAPED_TEXT):
+        return str(json.loads(stored[len(_ESCAPED_TEXT) :]))
+    return stored
+
+
+def validate_session_id(session_id: object) -> str:
+    """Return ``session_id`` if it obeys the rule: a str of 1-255 characters,
+    no control characters (NUL, newline, ...), no leading or trailing whitespace.
+
+    Raises:
+        InvalidSessionId: otherwise.
+    """
+    if not isinstance(session_id, str):
+        raise InvalidSessionId(f"session id must be a str, got {type(session_id).__name__}")
+    if not 1 <= len(session_id) <= _SESSION_ID_MAX:
+        raise InvalidSessionId(f"session id must have 1-{_SESSION_ID_MAX} characters")
+    if _CONTROL.search(session_id) or session_id != session_id.strip():
+        raise InvalidSessionId(
+            f"session id {session_id!r} has control characters or outer whitespace"
+        )
+    _check_encodable(session_id, "session id", InvalidSessionId)
+    return session_id
+
+
+def _check_encodable(text: str, what: str, error: type[InvalidContent | InvalidSessionId]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"{what} is not valid Unicode (lone surrogate?)") from exc
+
+
+def classify(message: BaseMessage) -> tuple[EntryType, str]:
+    """The entry type and role of a message."""
+    if isinstance(message, AIMessage):
+        return (EntryType.TOOL_CALL if message.tool_calls else EntryType.MESSAGE), "assistant"
+    if isinstance(message, ToolMessage):
+        return EntryType.TOOL_RESULT, "tool"
+    if isinstance(message, HumanMessage):
+        return EntryType.MESSAGE, "user"
+    if isinstance(message, SystemMessage):
+        return EntryType.MESSAGE, "system"
+    return EntryType.MESSAGE, message.type
+
+
+def dumps(value: Any) -> str:
+    """Strict JSON: NaN refused; NUL is escaped so PostgreSQL TEXT holds it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def serialize(message: BaseMessage, *, max_chars: int) -> str:
+    """The exact JSON of ``message`` (``message_to_dict``).
+
+    Raises:
+        InvalidContent: for values JSON cannot hold or invalid Unicode.
+        EntryTooLarge: above ``max_chars``.
+    """
+    if not isinstance(message, BaseMessage):
+        raise InvalidContent(f"expected a LangChain BaseMessage, got {type(message).__name__}")
+    try:
+        text = dumps(message_to_dict(message))
+    except (TypeError, ValueError) as exc:
+        raise InvalidContent(f"message is not JSON-serializable: {exc}") from exc
+    _check_encodable(text, "message", InvalidContent)
+    if len(text) > max_chars:
+        raise EntryTooLarge(
+            f"entry of {len(text)} characters exceeds max_entry_chars={max_chars}",
+            size=len(text),
+            limit=max_chars,
+        )
+    return text
+
+
+def serialize_metadata(metadata: Mapping[str, Any]) -> str:
+    """JSON of user metadata, with the same checks as messages."""
+    try:
+        text = dumps(dict(metadata))
+    except (TypeError, ValueError) as exc:
+        raise InvalidContent(f"metadata is not JSON-serializable: {exc}") from exc
+    _check_encodable(text, "metadata", InvalidContent)
+    return text
+
+
+_CACHED_CHARS = 64_000
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse(text: str) -> BaseMessage:
+    return messages_from_dict([json.loads(text)])[0]
+
+
+def deserialize(text: str) -> BaseMessage:
+    """The message stored by :func:`serialize` (a fresh object every call).
+
+    Stored messages never change, so parsed messages are cached by their JSON
+    text; callers get a copy, never the cached object.
+    """
+    if len(text) > _CACHED_CHARS:
+        return messages_from_dict([json.loads(text)])[0]
+    message = _parse(text)
+    return message.model_copy(deep=not isinstance(message.content, str))
+
+
+def _block_text(block: object) -> str:
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, Mapping):
+        return ""
+    kind = block.get("type")
+    if kind in ("text", "input_text", "output_text"):
+        return str(block.get("text", ""))
+    if kind in ("image_url", "image"):
+        url = block.get("image_url", block.get("url"))
+        if isinstance(url, Mapping):
+            url = url.get("url")
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            return f"[image: {url}]"
+        return "[image]"
+    return f"[{kind}]" if isinstance(kind, str) else ""
+
+
+def render_text(message: BaseMessage) -> str:
+    """Plain text of a message, for search, summaries and the context string.
+
+    Media blocks become placeholders (``[image: https://...]``, ``[image]``,
+    ``[audio]``), so base64 data never reaches a summarizer or the index.
+    """
+    content = message.content
+    if isinstance(content, str):
+        text = content
+    else:
+        text = "\n".join(part for part in map(_block_text, content) if part)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = "; ".join(f"{call['name']}({dumps(call['args'])})" for call in message.tool_calls)
+        text = f"{text}\n{calls}".strip()
+    return text
+
+
+def tool_call_ids(message: BaseMessage) -> list[str]:
+    """Ids of the tool calls an assistant message makes."""
+    if isinstance(message, AIMessage):
+        return [call["id"] or "" for call in message.tool_calls]
+    return []

@@ -1,0 +1,123 @@
+"""The operation runner shared by every public method.
+
+Each public operation is written once, as a generator (``_op_*``) that does
+its database work through ``Database.run`` and yields the two things whose
+sync and async forms differ: sending signals (:class:`Emit`) and calling the
+summarizer (:class:`Summarize`). :meth:`OpRunner._run` drives an operation
+for the sync API; :meth:`OpRunner._arun` drives the same generator for the
+async API, running its database steps on a worker thread and awaiting the
+model and async receivers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection, RowMapping
+
+from . import signals, store
+from .compression import Summarizer
+from .db import Database
+from .errors import InvalidArgument, SummarizerOutputInvalid
+from .models import MemoryConfig
+from .tokens import TokenCounter
+
+__all__ = ["Emit", "Op", "OpRunner", "Summarize"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Send these signals (after the commit that produced them)."""
+
+    pending: list[signals.Pending]
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Call the summarizer with this prompt; the answer (or error) is sent back."""
+
+    prompt: str
+
+
+#: A public operation: yields requests, returns its result.
+Op = Generator[Emit | Summarize, Any, T]
+
+
+class OpRunner:
+    """State and drivers every part of ``ConversationMemory`` shares."""
+
+    project: str
+    config: MemoryConfig
+    counter: TokenCounter
+    _db: Database
+    _summarizer: Summarizer | None
+    _clock: Callable[[], datetime]
+
+    def now(self) -> datetime:
+        """The memory's clock, checked to be timezone-aware, in UTC (SQLite keeps
+        no offset, so every stored time must be UTC to compare correctly)."""
+        moment = self._clock()
+        if not isinstance(moment, datetime) or moment.tzinfo is None:
+            raise InvalidArgument("clock must return timezone-aware datetimes")
+        return moment.astimezone(UTC)
+
+    def _run(self, op: Op[T]) -> T:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = op.throw(error) if error is not None else op.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            if isinstance(request, Emit):
+                signals.send(self, request.pending)
+                continue
+            try:
+                value = self._require_summarizer().summarize(
+                    request.prompt, self.config.summarizer_timeout
+                )
+            except BaseException as exc:  # handed to the op so it releases its claim
+                error = exc
+
+    async def _arun(self, op: Op[T]) -> T:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            # StopIteration must not cross into a Future (asyncio cannot set it on
+            # one and the await would hang), so the step reports the end itself.
+            done, request = await asyncio.to_thread(_step, op, value, error)
+            if done:
+                return request  # type: ignore[no-any-return]
+            value, error = None, None
+            if isinstance(request, Emit):
+                await signals.send_async(self, request.pending)
+                continue
+            try:
+                value = await self._require_summarizer().asummarize(
+                    request.prompt, self.config.summarizer_timeout
+                )
+            except BaseException as exc:
+                error = exc
+
+    def _require_summarizer(self) -> Summarizer:
+        if self._summarizer is None:  # ops only yield _Summarize when one is set
+            raise SummarizerOutputInvalid("no summarizer configured")
+        return self._summarizer
+
+    def _session(self, conn: Connection, session_id: str, **kwargs: Any) -> RowMapping:
+        return store.get_session(conn, self.project, session_id, **kwargs)
+
+
+def _step(op: Op[Any], value: Any, error: BaseException | None) -> tuple[bool, Any]:
+    """Advance ``op`` once: ``(True, result)`` when it returned, else ``(False, request)``."""
+    try:
+        return False, (op.throw(error) if error is not None else op.send(value))
+    except StopIteration as stop:
+        return True, stop.value

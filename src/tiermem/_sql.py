@@ -1,0 +1,130 @@
+"""Prebuilt statements of the hot path (append and read).
+
+Building a SQLAlchemy statement costs more than executing it on SQLite, so the
+statements every turn runs are built once here, with bound parameters.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .tables import entry_table, session_table, summary_table
+
+S, E, M = session_table.c, entry_table.c, summary_table.c
+
+#: The session row of (:project, :session_id).
+SELECT_SESSION = sa.select(session_table).where(
+    S.project == sa.bindparam("project"), S.session_id == sa.bindparam("session_id")
+)
+#: The same, locked for the transaction (PostgreSQL).
+SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
+
+#: Record an access of session :pk at :now.
+TOUCH = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(
+        last_accessed=sa.bindparam("now"),
+        access_count=S.access_count + 1,
+        memory_tier=sa.bindparam("tier"),
+    )
+)
+
+#: Record an append: the access plus the new counters.
+APPEND_COUNTERS = TOUCH.values(
+    last_seq=sa.bindparam("last_seq"),
+    entry_count=sa.bindparam("entry_count"),
+    entry_tokens=sa.bindparam("entry_tokens"),
+    active_count=sa.bindparam("active_count"),
+    active_tokens=sa.bindparam("active_tokens"),
+    pending_calls=sa.bindparam("pending_calls"),
+)
+
+#: Insert entries, returning their ids in parameter order.
+INSERT_ENTRIES = sa.insert(entry_table).returning(E.id, sort_by_parameter_order=True)
+
+#: Active entries of session :pk in seq order.
+SELECT_ACTIVE = (
+    sa.select(entry_table)
+    .where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None))
+    .order_by(E.seq)
+)
+
+#: Top-level summaries of session :pk, oldest first.
+SELECT_TOP_SUMMARIES = (
+    sa.select(summary_table)
+    .where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None))
+    .order_by(M.first_seq, M.level)
+)
+
+_ACCESS = {
+    "last_accessed": sa.bindparam("now"),
+    "access_count": S.access_count + 1,
+    "memory_tier": sa.bindparam("tier"),
+}
+# UPDATE statements may not bind parameters named like columns.
+_BY_ID = (S.project == sa.bindparam("b_project"), S.session_id == sa.bindparam("b_session_id"))
+
+#: Record an access of (:project, :session_id) and return the row (locks it on PostgreSQL).
+TOUCH_RETURNING = sa.update(session_table).where(*_BY_ID).values(**_ACCESS).returning(session_table)
+
+#: Allocate :n seqs, add :n entries of :tokens tokens to the counters, record the
+#: access, and return the updated row: one statement per append.
+RESERVE = (
+    sa.update(session_table)
+    .where(*_BY_ID)
+    .values(
+        last_seq=S.last_seq + sa.bindparam("n"),
+        entry_count=S.entry_count + sa.bindparam("n"),
+        entry_tokens=S.entry_tokens + sa.bindparam("tokens"),
+        active_count=S.active_count + sa.bindparam("n"),
+        active_tokens=S.active_tokens + sa.bindparam("tokens"),
+        **_ACCESS,
+    )
+    .returning(session_table)
+)
+
+#: Replace the pending tool calls of session :pk.
+SET_PENDING = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(pending_calls=sa.bindparam("pending"))
+)
+
+#: Take the compression claim of session :pk.
+CLAIM = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(claim_token=sa.bindparam("token"), claim_expires_at=sa.bindparam("expires"))
+)
+
+#: Insert a summary row (all columns as parameters), returning its id.
+INSERT_SUMMARY = sa.insert(summary_table).returning(M.id)
+
+#: Link the unpinned active entries :first..:last of session :pk to summary :sid.
+LINK_ENTRIES = (
+    sa.update(entry_table)
+    .where(
+        E.session_pk == sa.bindparam("pk_"),
+        E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
+        E.pinned.is_(False),
+        E.summary_id.is_(None),
+    )
+    .values(summary_id=sa.bindparam("sid"))
+)
+
+#: Drop the claim after a successful compression and store the new counters.
+FINISH_CLAIM = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(
+        claim_token=None,
+        claim_expires_at=None,
+        failures=0,
+        backoff_until=None,
+        active_count=sa.bindparam("active_count"),
+        active_tokens=sa.bindparam("active_tokens"),
+        summary_count=sa.bindparam("summary_count"),
+        summary_tokens=sa.bindparam("summary_tokens"),
+    )
+)

@@ -1,0 +1,341 @@
+"""Compression planning and the summarizer: pure code shared by sync and async paths.
+
+The protocol (see ``ConversationMemory.compress``): claim the session and
+pick the entries in one short transaction, call the summarizer outside any
+transaction, then commit the summary only if the claim and the entries are
+unchanged. This module holds the parts without I/O: which entries to take,
+the prompt, the heuristic summary, and validation of what a model returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import queue
+import re
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import Runnable
+
+from ._messages import render_text, tool_call_ids
+from .errors import (
+    InvalidArgument,
+    SummarizationError,
+    SummarizerFailed,
+    SummarizerOutputInvalid,
+    SummarizerTimeout,
+)
+from .models import EntryType, MemoryConfig, MemoryEntry
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "Summarizer",
+    "SummarizerLike",
+    "build_prompt",
+    "heuristic_summary",
+    "normalize_output",
+    "select_entries",
+]
+
+#: Anything that can summarize: a chat model, a Runnable, or a callable taking the
+#: prompt text and returning (or awaiting) a str or message.
+SummarizerLike = Runnable[Any, Any] | Callable[[str], Any]
+
+DEFAULT_SUMMARY_PROMPT = """\
+Summarize the conversation below so that it can be continued without the original messages.
+Cover: the key topics discussed; decisions made; tools used and their outcomes; \
+errors encountered; the context needed to continue.
+Write at most about {target_tokens} tokens. Reply with the summary only.
+
+Conversation:
+{conversation}"""
+
+_ENTRY_PREVIEW_CHARS = 8_000
+_ERROR_STUB = re.compile(
+    r"^\s*(error generating summary|error:|an error occurred|i'?m sorry|i am sorry|"
+    r"i cannot|i can'?t|as an ai\b)",
+    re.IGNORECASE,
+)
+_PROMPT_ECHO = "Summarize the conversation below"
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _group_ends(active: Sequence[MemoryEntry]) -> dict[int, int | None]:
+    """Index of each tool-call entry -> index of its last result, ``None`` while a call
+    is unanswered. Results pair with the latest earlier call of their id, so an id
+    reused after it was answered starts a new group."""
+    ends: dict[int, int | None] = {}
+    missing: dict[int, int] = {}
+    open_calls: dict[str, int] = {}
+    for index, entry in enumerate(active):
+        message = entry.message
+        if isinstance(message, ToolMessage):
+            owner = open_calls.pop(message.tool_call_id, None)
+            if owner is not None:
+                missing[owner] -= 1
+                ends[owner] = index
+        ids = tool_call_ids(message)
+        if ids:
+            open_calls.update(dict.fromkeys(ids, index))
+            missing[index], ends[index] = len(ids), index
+    return {index: end if missing[index] == 0 else None for index, end in ends.items()}
+
+
+def _safe_prefix(active: Sequence[MemoryEntry], length: int) -> int:
+    """Shrink ``length`` until ``active[:length]`` holds no unanswered tool call and
+    no call whose results lie beyond it (a tool group is never split)."""
+    ends = _group_ends(active)
+    changed = True
+    while changed and length > 0:
+        changed = False
+        for index in range(length):
+            end = ends.get(index, index)
+            if end is None or end >= length:
+                length, changed = index, True
+                break
+    return length
+
+
+def select_entries(
+    active: Sequence[MemoryEntry], config: MemoryConfig, *, force: bool, keep: int | None = None
+) -> list[MemoryEntry]:
+    """The oldest active entries to compress, or ``[]`` when there is nothing to do.
+
+    Pinned context is never taken. The newest ``keep`` (default
+    ``recent_window``) unpinned entries stay; the run stops before the first
+    unanswered tool call and never splits a call from its results; the run is
+    capped at ``max_summarizer_input_tokens``. Without ``force`` fewer than
+    ``min_entries_to_compress`` entries is nothing to do.
+    """
+    window = config.recent_window if keep is None else keep
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise InvalidArgument(f"keep must be an int >= 0, got {window!r}")
+    unpinned = [entry for entry in active if not entry.pinned]
+    length = max(len(unpinned) - window, 0)
+    budget, capped = config.max_summarizer_input_tokens, 0
+    for index in range(length):
+        budget -= unpinned[index].token_count
+        if budget < 0:
+            capped = max(index, 1)
+            break
+    if capped:
+        length = min(length, capped)
+    length = _safe_prefix(unpinned, length)
+    minimum = 1 if force else config.min_entries_to_compress
+    return unpinned[:length] if length >= minimum else []
+
+
+# --------------------------------------------------------------------------- prompt
+
+
+def _line(entry: MemoryEntry) -> str:
+    text = render_text(entry.message)
+    if len(text) > _ENTRY_PREVIEW_CHARS:
+        text = text[:_ENTRY_PREVIEW_CHARS] + " [...truncated]"
+    message = entry.message
+    if isinstance(message, ToolMessage):
+        status = " (error)" if message.status == "error" else ""
+        return f"Tool result{status} ({message.name or 'tool'}): {text}"
+    if isinstance(message, AIMessage) and message.tool_calls:
+        return f"Assistant called tools: {text}"
+    label = {"user": "User", "assistant": "Assistant", "system": "System"}.get(entry.role, "Tool")
+    return f"{label}: {text}"
+
+
+def render_conversation(entries: Sequence[MemoryEntry], summaries: Sequence[str] = ()) -> str:
+    """The conversation as plain text lines, media as placeholders."""
+    lines = [f"[Earlier summary] {text}" for text in summaries]
+    lines.extend(_line(entry) for entry in entries)
+    return "\n".join(lines)
+
+
+def build_prompt(conversation: str, target_tokens: int, template: str | None = None) -> str:
+    """Fill the summary prompt (the default, or ``MemoryConfig.summary_prompt``)."""
+    return (template or DEFAULT_SUMMARY_PROMPT).format(
+        conversation=conversation, target_tokens=target_tokens
+    )
+
+
+def _is_error(entry: MemoryEntry) -> bool:
+    message = entry.message
+    return isinstance(message, ToolMessage) and (
+        message.status == "error" or render_text(message).lower().startswith("error")
+    )
+
+
+def heuristic_summary(entries: Sequence[MemoryEntry], summaries: Sequence[str] = ()) -> str:
+    """The seed's fallback summary, used without a model or when configured."""
+    users = [render_text(e.message) for e in entries if e.role == "user"]
+    tools = sorted({e.message.name or "tool" for e in entries if e.type is EntryType.TOOL_RESULT})
+    errors = sum(1 for e in entries if _is_error(e))
+    if summaries:
+        # Merging summaries: keep the start of the oldest and of the newest.
+        return (
+            f"[Previous conversation summary] {len(summaries)} earlier summaries, "
+            f"First: {summaries[0][:150]}, Last: {summaries[-1][:150]}"
+        )
+    parts = [f"[Previous conversation summary] {len(users)} user messages"]
+    if users:
+        parts.append(f"First: {users[0][:100]}")
+        parts.append(f"Last: {users[-1][:100]}")
+    if tools:
+        parts.append(f"Tools used: {', '.join(tools)}")
+    if errors:
+        parts.append(f"{errors} errors encountered")
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def normalize_output(raw: object) -> str:
+    """The summary text of a summarizer's answer.
+
+    A message's content is used; a list of content blocks is joined from its
+    text blocks (documented normalization). Empty text, an error stub, an
+    echo of the prompt or an assistant tool call is rejected.
+
+    Raises:
+        SummarizerOutputInvalid: for anything that is not a usable summary.
+    """
+    if isinstance(raw, AIMessage) and raw.tool_calls:
+        raise SummarizerOutputInvalid("summarizer answered with a tool call")
+    content = raw.content if isinstance(raw, BaseMessage) else raw
+    if isinstance(content, list):
+        content = "\n".join(
+            str(b.get("text", "")) if isinstance(b, dict) else str(b)
+            for b in content
+            if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
+        )
+    if not isinstance(content, str):
+        raise SummarizerOutputInvalid(f"summarizer returned {type(content).__name__}, not text")
+    text = content.strip()
+    if not text:
+        raise SummarizerOutputInvalid("summarizer returned an empty summary")
+    if _ERROR_STUB.match(text) or _PROMPT_ECHO in text:
+        raise SummarizerOutputInvalid(f"summarizer returned an error text: {text[:80]!r}")
+    return text
+
+
+# --------------------------------------------------------------------------- calling
+
+
+@dataclass(frozen=True, slots=True)
+class Summarizer:
+    """Calls a chat model, Runnable or callable with a timeout; typed errors only."""
+
+    target: SummarizerLike
+
+    def summarize(self, prompt: str, timeout: float | None) -> str:
+        """Summarize synchronously; the call runs on a helper thread when timed.
+
+        Raises:
+            SummarizerFailed / SummarizerTimeout / SummarizerOutputInvalid.
+        """
+        if timeout is None:
+            try:
+                raw = self._call(prompt)
+            except Exception as exc:  # typed like the timed path: SummarizerFailed
+                raise _wrap(exc) from exc
+            return normalize_output(raw)
+        box: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box.append(("ok", self._call(prompt)))
+            except BaseException as exc:  # handed back to the caller's thread
+                box.append(("error", exc))
+            done.set()
+
+        _WORKERS.submit(run)
+        if not done.wait(timeout):
+            raise SummarizerTimeout(f"summarizer did not answer within {timeout} s")
+        kind, value = box[0]
+        if kind == "error":
+            raise _wrap(value)
+        return normalize_output(value)
+
+    async def asummarize(self, prompt: str, timeout: float | None) -> str:
+        """Summarize from async code (``ainvoke`` for Runnables).
+
+        Raises:
+            SummarizerFailed / SummarizerTimeout / SummarizerOutputInvalid.
+        """
+        try:
+            raw = await asyncio.wait_for(self._acall(prompt), timeout)
+        except TimeoutError as exc:
+            raise SummarizerTimeout(f"summarizer did not answer within {timeout} s") from exc
+        except Exception as exc:
+            raise _wrap(exc) from exc
+        return normalize_output(raw)
+
+    def _call(self, prompt: str) -> Any:
+        if isinstance(self.target, Runnable):
+            return self.target.invoke(prompt)
+        result = self.target(prompt)
+        if inspect.isawaitable(result):
+            return asyncio.run(_awaited(result))
+        return result
+
+    async def _acall(self, prompt: str) -> Any:
+        if isinstance(self.target, Runnable):
+            return await self.target.ainvoke(prompt)
+        if inspect.iscoroutinefunction(self.target):
+            return await self.target(prompt)
+        result = await asyncio.to_thread(self.target, prompt)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+
+class _DaemonWorkers:
+    """Daemon threads that run timed summarizer calls.
+
+    Daemon threads, so a model that never answers cannot keep the process
+    alive (a ``ThreadPoolExecutor`` joins its threads at exit); reused, so a
+    compression does not pay for starting a thread. A worker stuck in a call
+    that timed out is simply not idle: the next call starts another.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                threading.Thread(target=self._work, name="tiermem-summarizer", daemon=True).start()
+        self._tasks.put(task)
+
+    def _work(self) -> None:
+        while True:
+            self._tasks.get()()
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _DaemonWorkers()
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _wrap(error: BaseException) -> BaseException:
+    """SummarizationErrors pass; other Exceptions become SummarizerFailed; BaseExceptions
+    (KeyboardInterrupt, CancelledError) propagate unchanged."""
+    if isinstance(error, SummarizationError) or not isinstance(error, Exception):
+        return error
+    wrapped = SummarizerFailed(f"summarizer raised {type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped

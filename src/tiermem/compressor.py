@@ -1,0 +1,359 @@
+"""Compression operations: claim, summarize outside any transaction, verified commit.
+
+The protocol: (1) in one short transaction, lock the session, pick the
+entries (:func:`~tiermem.compression.select_entries`) and take a claim with
+a lease; (2) call the summarizer with no transaction or lock held; (3) in a
+second transaction, store the summary and link the entries only if the claim
+is still ours and every entry is still active. A failure in (2) releases the
+claim, backs automatic compression off and signals ``compression_failed``;
+no entry changes. A killed worker's claim expires after ``claim_ttl``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection
+
+from . import _failpoints, store
+from ._messages import validate_session_id
+from ._ops import Emit, Op, OpRunner, Summarize
+from .compression import build_prompt, heuristic_summary, render_conversation, select_entries
+from .errors import (
+    InvalidArgument,
+    SessionNotFound,
+    SummarizationError,
+    SummarizerOutputInvalid,
+    TiermemError,
+)
+from .models import CompressionResult, MemoryEntry, MemorySummary
+
+__all__ = ["CompressionMixin"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+_MAX_ROUNDS = 6  # compress, merge, then halve the window down to one entry
+
+
+class CompressionMixin(OpRunner):
+    """The compression half of ``ConversationMemory``."""
+
+    _frame_tokens: int
+    _worker: ThreadPoolExecutor | None
+    _queued: set[str]
+    _queue_lock: threading.Lock
+
+    def compress(
+        self, session_id: str, force: bool = False, *, keep: int | None = None
+    ) -> CompressionResult | None:
+        """Summarize the oldest active entries now.
+
+        Without ``force`` nothing happens unless the session is over
+        ``max_tokens`` or ``max_entries``. ``keep`` overrides ``recent_window``.
+        Returns ``None`` when there is nothing to compress.
+
+        Raises:
+            SummarizationError: the summarizer failed; every entry stays active.
+            CompressionInProgress: another worker holds the session's claim.
+            CompressionConflict: the entries changed while the model ran.
+        """
+        return self._run(self._op_compress(session_id, force=force, keep=keep, auto=False))
+
+    async def acompress(
+        self, session_id: str, force: bool = False, *, keep: int | None = None
+    ) -> CompressionResult | None:
+        """Async :meth:`compress`."""
+        return await self._arun(self._op_compress(session_id, force=force, keep=keep, auto=False))
+
+    def _over_budget(self, session: Mapping[Any, Any]) -> bool:
+        frame = self._frame_tokens + 2 * session["summary_count"] if session["summary_count"] else 0
+        context = session["active_tokens"] + session["summary_tokens"] + frame
+        return bool(
+            context > self.config.max_tokens or session["active_count"] > self.config.max_entries
+        )
+
+    def _compressible(self, session: Mapping[Any, Any]) -> bool:
+        """Whether enough entries lie outside the recent window (pins aside)."""
+        outside = session["active_count"] - self.config.recent_window
+        return bool(outside >= self.config.min_entries_to_compress)
+
+    def _reducible(self, session: Mapping[Any, Any]) -> bool:
+        """Whether compressing or merging could shrink an over-budget context."""
+        return bool(
+            self._compressible(session)
+            or session["summary_count"] >= 2
+            or session["active_count"] >= 2
+        )
+
+    def _mergeable(self, session: Mapping[Any, Any]) -> bool:
+        """Whether the summaries passed their share of the budget."""
+        share = self.config.summary_share * self.config.max_tokens
+        return bool(session["summary_count"] >= 2 and session["summary_tokens"] > share)
+
+    def _blocked(self, session: Mapping[Any, Any], now: datetime) -> bool:
+        """Automatic compression waits out a backoff and a live claim."""
+        backoff, claim = session["backoff_until"], session["claim_expires_at"]
+        return (backoff is not None and store.as_utc(backoff) > now) or (
+            claim is not None and store.as_utc(claim) > now
+        )
+
+    def _auto_compress(self, session_id: str, counters: Mapping[str, Any]) -> Op[None]:
+        if not self.config.auto_compress or not self._over_budget(counters):
+            return
+        if not self._reducible(counters):
+            return  # over budget, but nothing to do until more entries arrive
+        if self._blocked(counters, self.now()):
+            return
+        if self.config.background:
+            self._enqueue(session_id)
+            return
+        try:
+            yield from self._op_compress(session_id, force=False, keep=None, auto=True)
+        except TiermemError as exc:
+            # The append already committed; a failed compression is reported by the
+            # compression_failed signal and the log, never by failing the add.
+            logger.warning("automatic compression of %r failed: %s", session_id, exc)
+
+    def _enqueue(self, session_id: str) -> None:
+        with self._queue_lock:
+            if session_id in self._queued:
+                return
+            self._queued.add(session_id)
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="tiermem-compress")
+            self._worker.submit(self._background_compress, session_id)
+
+    def _background_compress(self, session_id: str) -> None:
+        with self._queue_lock:
+            self._queued.discard(session_id)
+        try:
+            self._run(self._op_compress(session_id, force=False, keep=None, auto=True))
+        except Exception:
+            logger.exception("background compression of %r failed", session_id)
+
+    def _op_compress(
+        self, session_id: str, *, force: bool, keep: int | None, auto: bool
+    ) -> Op[CompressionResult | None]:
+        validate_session_id(session_id)
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+            raise InvalidArgument(f"keep must be an int >= 0, got {keep!r}")
+        result: CompressionResult | None = None
+        window = self.config.recent_window if keep is None else keep
+        for _ in range(_MAX_ROUNDS):
+            step = yield from self._compress_once(session_id, force=force, keep=window, auto=auto)
+            if step is not None:
+                result, counters = step
+            else:
+                fetched = self._db.run(lambda conn: self._counters(conn, session_id), write=False)
+                if fetched is None:
+                    break
+                counters = fetched
+            over = self._over_budget(counters)
+            if self._mergeable(counters) or (over and counters["summary_count"] >= 2):
+                merged = yield from self._merge_once(session_id, counters)
+                if merged is not None:
+                    result, counters = merged
+                    over = self._over_budget(counters)
+            if not over or keep is not None:
+                break
+            # Still over max_tokens: the recent window itself does not fit. Keep
+            # fewer entries (at least one) so the context honours the budget; a
+            # caller's explicit ``keep`` is never overridden.
+            if step is None:
+                if window <= 1:
+                    break
+                window = max(window // 2, 1)
+            force = True
+        return result
+
+    def _counters(self, conn: Connection, session_id: str) -> dict[str, Any] | None:
+        try:
+            return dict(self._session(conn, session_id, lock=False))
+        except SessionNotFound:
+            return None
+
+    def _compress_once(
+        self, session_id: str, *, force: bool, keep: int | None, auto: bool
+    ) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
+        now, token = self.now(), uuid.uuid4().hex
+
+        def plan(conn: Connection) -> tuple[list[MemoryEntry], int] | None:
+            try:
+                session = self._session(conn, session_id)
+            except SessionNotFound:
+                if auto:
+                    return None
+                raise
+            if auto and self._blocked(session, now):
+                return None
+            if not force and not self._over_budget(session):
+                return None
+            chosen = select_entries(
+                store.read_entries(conn, session, active_only=True),
+                self.config,
+                force=force,
+                keep=keep,
+            )
+            if not chosen:
+                return None
+            store.claim(conn, session, token, now, self.config.claim_ttl)
+            return chosen, session["active_tokens"] + session["summary_tokens"]
+
+        planned = self._db.run(plan)
+        if planned is None:
+            return None
+        chosen, before = planned
+        _failpoints.hit("compress.after_claim")
+        original = sum(entry.token_count for entry in chosen)
+        text, tokens = yield from self._summarize(
+            session_id,
+            token,
+            render_conversation(chosen),
+            original,
+            lambda: heuristic_summary(chosen),
+        )
+        summary, counters = self._commit(
+            session_id,
+            token,
+            lambda conn: store.commit_summary(
+                conn, self._session(conn, session_id), token, chosen, text, tokens, self.now()
+            ),
+        )
+        _failpoints.hit("compress.after_commit_before_signal")
+        result = _result(session_id, summary, len(chosen), before, counters)
+        yield Emit([("compressed", {"session_id": session_id, "result": result})])
+        return result, counters
+
+    def _merge_once(
+        self, session_id: str, counters: Mapping[str, Any]
+    ) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
+        """Summarize the top-level summaries into one higher-level summary."""
+        now, token = self.now(), uuid.uuid4().hex
+
+        def plan(conn: Connection) -> list[MemorySummary] | None:
+            session = self._session(conn, session_id)
+            children = store.read_summaries(conn, session, with_ids=True)
+            if len(children) < 2:
+                return None
+            store.claim(conn, session, token, now, self.config.claim_ttl)
+            return children
+
+        try:
+            children = self._db.run(plan)
+        except TiermemError as exc:
+            logger.warning("summary merge of %r skipped: %s", session_id, exc)
+            return None
+        if children is None:
+            return None
+        texts = [child.content for child in children]
+        original = sum(child.token_count for child in children)
+        try:
+            text, tokens = yield from self._summarize(
+                session_id,
+                token,
+                render_conversation([], texts),
+                original,
+                lambda: heuristic_summary([], texts),
+            )
+        except SummarizationError:
+            return None  # the unmerged summaries stay valid; the failure was signalled
+        before = counters["active_tokens"] + counters["summary_tokens"]
+        summary, after = self._commit(
+            session_id,
+            token,
+            lambda conn: store.commit_merge(
+                conn, self._session(conn, session_id), token, children, text, tokens, self.now()
+            ),
+        )
+        result = _result(session_id, summary, 0, before, after, merged=len(children))
+        yield Emit([("compressed", {"session_id": session_id, "result": result})])
+        return result, after
+
+    def _summarize(
+        self,
+        session_id: str,
+        token: str,
+        conversation: str,
+        original_tokens: int,
+        heuristic: Callable[[], str],
+    ) -> Op[tuple[str, int]]:
+        """Ask the model (outside any transaction) and validate the answer; on failure
+        release the claim, back off, signal ``compression_failed`` and raise."""
+        target = max(int(original_tokens * self.config.compression_ratio), 16)
+        prompt = build_prompt(conversation, target, self.config.summary_prompt)
+        try:
+            _failpoints.hit("compress.in_llm")
+            if self._summarizer is None:
+                text = heuristic()
+            else:
+                try:
+                    text = yield Summarize(prompt)
+                except SummarizationError:
+                    if not self.config.heuristic_fallback:
+                        raise
+                    text = heuristic()
+            tokens = self.counter.count_text(text)
+            if tokens >= original_tokens:
+                raise SummarizerOutputInvalid(
+                    f"summary not shorter than its input ({tokens} >= {original_tokens} tokens)"
+                )
+        except BaseException as error:
+            self._release(session_id, token)
+            if isinstance(error, TiermemError):
+                yield Emit([("compression_failed", {"session_id": session_id, "error": error})])
+            raise
+        return text, tokens
+
+    def _release(self, session_id: str, token: str) -> None:
+        now = self.now()
+        backoff = (self.config.backoff_base, self.config.backoff_max)
+        try:
+            self._db.run(
+                lambda conn: store.release_failed_claim(
+                    conn, self._session(conn, session_id), token, now, backoff
+                )
+            )
+        except TiermemError as exc:  # the lease expires on its own
+            logger.warning("could not release compression claim of %r: %s", session_id, exc)
+
+    def _commit(self, session_id: str, token: str, work: Callable[[Connection], T]) -> T:
+        def guarded(conn: Connection) -> T:
+            result = work(conn)
+            _failpoints.hit("compress.before_commit")
+            return result
+
+        try:
+            return self._db.run(guarded)
+        except TiermemError:
+            # A failed commit (storage error, changed entries) must not leave our claim
+            # blocking every retry until its lease runs out.
+            self._release(session_id, token)
+            raise
+
+
+def _result(
+    session_id: str,
+    summary: MemorySummary,
+    entries: int,
+    before: int,
+    counters: Mapping[str, Any],
+    *,
+    merged: int = 0,
+) -> CompressionResult:
+    after = counters["active_tokens"] + counters["summary_tokens"]
+    return CompressionResult(
+        session_id=session_id,
+        summary=summary,
+        entries_compressed=entries,
+        tokens_before=before,
+        tokens_after=after,
+        tokens_saved=before - after,
+        ratio=summary.compression_ratio,
+        merged_summaries=merged,
+    )

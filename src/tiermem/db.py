@@ -1,0 +1,269 @@
+"""Engines, transactions and error translation for SQLite and PostgreSQL.
+
+Every public operation is one transaction. Writes are serialized per session:
+on SQLite every write transaction starts with ``BEGIN IMMEDIATE`` (the file's
+write lock, taken up front so a reader never has to upgrade and fail with an
+instant SQLITE_BUSY) under a ``busy_timeout``; on PostgreSQL the session row
+is locked ``FOR UPDATE`` under ``SET LOCAL lock_timeout``. Driver errors never
+escape: they become :mod:`tiermem.errors` types with the original as cause.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine
+
+from . import _failpoints
+from .errors import (
+    InvalidArgument,
+    StorageBusy,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageUnavailable,
+)
+from .tables import create_tables
+
+__all__ = ["DEFAULT_URL", "Database", "translate_error"]
+
+T = TypeVar("T")
+
+DEFAULT_URL = "sqlite:///tiermem.db"
+#: PostgreSQL SQLSTATEs retried a bounded number of times: serialization failure, deadlock.
+_RETRYABLE_PG = {"40001", "40P01"}
+_MAX_RETRIES = 5
+_SCHEMA_LOCK_KEY = 0x7469_6572  # "tier": advisory lock serializing schema creation
+
+
+def translate_error(error: BaseException) -> StorageError:
+    """Map a driver or SQLAlchemy error to the tiermem error a caller can act on."""
+    orig = getattr(error, "orig", None) or error
+    text = str(orig).lower()
+    sqlstate = getattr(orig, "sqlstate", None)
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return StorageUnavailable(f"database connection lost: {orig}")
+    if sqlstate in ("55P03", "57014") or "database is locked" in text or "busy" in text:
+        return StorageBusy(f"database busy, retry later: {orig}")
+    if sqlstate in _RETRYABLE_PG:
+        return StorageBusy(f"transaction kept conflicting, retry later: {orig}")
+    if sqlstate in ("53100",) or "disk is full" in text or "database or disk is full" in text:
+        return StorageFull(f"database full: {orig}")
+    if "malformed" in text or "not a database" in text:
+        return StorageCorrupt(f"database damaged: {orig}")
+    if (sqlstate or "").startswith("08") or "connection" in text or "terminat" in text:
+        return StorageUnavailable(f"database unavailable: {orig}")
+    return StorageError(f"database error: {orig}")
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Manage transactions ourselves so BEGIN IMMEDIATE is possible (pysqlite would
+    # otherwise open deferred transactions implicitly).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout = 30000")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    _switch_to_wal(cursor)
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.close()
+
+
+#: How long a new connection keeps trying to switch a fresh file to WAL.
+_WAL_SWITCH_SECONDS = 30.0
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """Put the file in WAL mode, waiting out other processes doing the same.
+
+    Changing the journal mode needs an exclusive lock, and SQLite reports a
+    conflict there as an instant ``database is locked`` without calling the busy
+    handler (several processes opening one fresh file at once hit it), so the
+    wait is ours: retry with a short backoff until the mode is WAL or the
+    deadline passes.
+    """
+    deadline = time.monotonic() + _WAL_SWITCH_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode in ("wal", "memory"):
+                return
+            # When the mode cannot be changed SQLite answers with the old one.
+            if cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
+                return
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError("database is locked: cannot switch to WAL")
+        except sqlite3.OperationalError as error:
+            text = str(error).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    busy = conn.get_execution_options().get("tiermem_busy_ms")
+    info = conn.connection.info
+    if busy is not None and info.get("tiermem_busy_ms") != busy:
+        # This memory's lock_timeout; pooled connections may serve memories with others.
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(busy)}")
+        info["tiermem_busy_ms"] = busy
+    if conn.get_execution_options().get("tiermem_read"):
+        conn.exec_driver_sql("BEGIN")
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Database:
+    """An engine plus the transaction discipline tiermem needs.
+
+    Args:
+        url: a SQLAlchemy URL; ``None`` means ``sqlite:///tiermem.db`` in the
+            working directory.
+        engine: an existing engine instead of ``url``.
+        lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
+        server_time: on PostgreSQL, stamp accesses with the server's ``now()``
+            instead of the application's clock (ignored on SQLite).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        lock_timeout: float = 30.0,
+        server_time: bool = False,
+    ) -> None:
+        if url is not None and engine is not None:
+            raise InvalidArgument("pass url= or engine=, not both")
+        if engine is None:
+            engine = _create_engine(url or DEFAULT_URL, lock_timeout)
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        if self.dialect not in ("sqlite", "postgresql"):
+            raise InvalidArgument(
+                f"unsupported database {self.dialect!r}: use SQLite or PostgreSQL"
+            )
+        self.lock_timeout_ms = int(lock_timeout * 1000)
+        if self.dialect == "sqlite" and not event.contains(engine, "begin", _sqlite_on_begin):
+            event.listen(engine, "connect", _sqlite_on_connect)
+            event.listen(engine, "begin", _sqlite_on_begin)
+            engine.dispose()  # pooled connections predate the connect hook
+        self._pid = os.getpid()
+        self._schema_ready = False
+        self.server_time = server_time and self.dialect == "postgresql"
+
+    @property
+    def is_postgres(self) -> bool:
+        """True on PostgreSQL."""
+        return self.dialect == "postgresql"
+
+    def _check_fork(self) -> None:
+        # A forked child must not reuse the parent's sockets or file handles.
+        if os.getpid() != self._pid:
+            self.engine.dispose(close=False)
+            self._pid = os.getpid()
+
+    def ensure_schema(self) -> None:
+        """Create the tables once; safe when several processes start at once."""
+        if self._schema_ready:
+            return
+        self._check_fork()
+        try:
+            with self.engine.begin() as conn:  # BEGIN IMMEDIATE on SQLite serializes creators
+                if self.is_postgres:
+                    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
+                create_tables(conn)
+        except exc.SQLAlchemyError as error:
+            raise translate_error(error) from error
+        self._schema_ready = True
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Connection]:
+        self._check_fork()
+        conn = self.engine.connect()
+        try:
+            if not write:
+                conn = conn.execution_options(tiermem_read=True)
+            if not self.is_postgres:  # _sqlite_on_begin applies it as busy_timeout
+                conn = conn.execution_options(tiermem_busy_ms=self.lock_timeout_ms)
+            if self.server_time:  # store.touch reads it: accesses use the server's now()
+                conn = conn.execution_options(tiermem_server_time=True)
+            with conn.begin():
+                if write and self.is_postgres:
+                    conn.exec_driver_sql(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")
+                yield conn
+                if write:
+                    _failpoints.hit("transaction.before_commit")
+        finally:
+            conn.close()
+
+    def run(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
+        """Run ``work`` in one transaction, retrying PostgreSQL serialization failures.
+
+        Raises:
+            StorageError: (a subclass) when the database fails; nothing was committed.
+        """
+        self.ensure_schema()
+        for attempt in range(_MAX_RETRIES):
+            try:
+                with self._transaction(write=write) as conn:
+                    return work(conn)
+            except exc.DBAPIError as error:
+                sqlstate = getattr(error.orig, "sqlstate", None)
+                if sqlstate in _RETRYABLE_PG and attempt + 1 < _MAX_RETRIES:
+                    time.sleep(0.01 * 2**attempt)
+                    continue
+                raise translate_error(error) from error
+            except (exc.CompileError, exc.ArgumentError, exc.InvalidRequestError):
+                raise  # programming errors, not storage failures
+            except exc.SQLAlchemyError as error:
+                raise translate_error(error) from error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def dispose(self) -> None:
+        """Close the pooled connections."""
+        self.engine.dispose()
+
+
+def _create_engine(url: str, lock_timeout: float) -> Engine:
+    parsed = sa.make_url(url)
+    kwargs: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"timeout": lock_timeout, "check_same_thread": False}
+        if parsed.database in (None, "", ":memory:"):
+            # One shared connection, or every checkout would see an empty database.
+            kwargs["poolclass"] = sa.pool.StaticPool
+    elif parsed.get_backend_name() == "postgresql":
+        kwargs["pool_pre_ping"] = True
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+    try:
+        return sa.create_engine(parsed, **kwargs)
+    except ModuleNotFoundError as error:
+        raise InvalidArgument(
+            f"no driver for {parsed.drivername}: pip install 'tiermem[postgres]'"
+        ) from error
+    except exc.ArgumentError as error:
+        raise InvalidArgument(f"bad database url: {error}") from error
+
+
+def utc_now() -> datetime:
+    """The default clock: an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+def validate_identifier(name: str) -> str:
+    """Return ``name`` if it is a safe SQL identifier (for schema or prefix options)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name):
+        raise InvalidArgument(f"not a safe SQL identifier: {name!r}")
+    return name

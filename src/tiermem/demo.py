@@ -1,0 +1,108 @@
+"""``tiermem demo``: a scripted support conversation that shows compression,
+signals and tiers on an embedded SQLite file, with no API key.
+
+Summaries come from the chat model named by ``TIERMEM_CHAT_MODEL`` (e.g.
+``openai:gpt-4o-mini``) when it is set, otherwise from the heuristic summarizer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .memory import ConversationMemory
+from .models import CompressionResult, MemoryConfig, MemoryEntry
+
+__all__ = ["run_demo"]
+
+_CITIES = ["Paris", "Lisbon", "Oslo", "Kyoto", "Lima", "Cairo"]
+
+
+def _summarizer() -> Any:
+    name = os.environ.get("TIERMEM_CHAT_MODEL")
+    if not name:
+        return None
+    from langchain.chat_models import init_chat_model  # optional: langchain
+
+    return init_chat_model(name)
+
+
+def run_demo(path: Path, *, turns: int = 24, console: Console | None = None) -> ConversationMemory:
+    """Run the demo conversation into ``path`` and print what happens."""
+    console = console or Console()
+    config = MemoryConfig(
+        max_tokens=700, max_entries=40, recent_window=6, min_entries_to_compress=4
+    )
+    memory = ConversationMemory(
+        f"sqlite:///{path}", project="demo", config=config, summarizer=_summarizer()
+    )
+    session = "trip-planning"
+    memory.clear_session(session)
+    added: list[MemoryEntry] = []
+
+    def on_added(_sender: object, *, entry: MemoryEntry, **_: Any) -> None:
+        added.append(entry)
+
+    def on_compressed(_sender: object, *, result: CompressionResult, **_: Any) -> None:
+        what = (
+            f"merged {result.merged_summaries} summaries"
+            if result.merged_summaries
+            else f"{result.entries_compressed} entries"
+        )
+        console.print(
+            f"[bold green]compressed[/] {what}: "
+            f"{result.tokens_before} -> {result.tokens_after} context tokens"
+        )
+
+    memory.on("entry:added", on_added)
+    memory.on("compressed", on_compressed)
+    memory.add_context(
+        session, "The user prefers trains over planes.", source="profile", pinned=True
+    )
+    for turn in range(turns):
+        city = _CITIES[turn % len(_CITIES)]
+        memory.add_user_message(
+            session,
+            f"Turn {turn}: what is the weather like in {city} this week, "
+            "and is it a good time to visit?",
+        )
+        memory.add_tool_call(session, "weather", {"city": city})
+        memory.add_tool_result(session, "weather", f"{city}: 18C, light wind, no rain expected")
+        memory.add_assistant_message(
+            session,
+            f"{city} looks pleasant: about 18C with light wind and no rain. "
+            "It is a good week to go; trains suit your preference best.",
+        )
+    stats = memory.get_stats(session)
+    table = Table(
+        "stored entries",
+        "active",
+        "compressed",
+        "summaries",
+        "context tokens",
+        "stored tokens",
+        "tier",
+    )
+    table.add_row(
+        str(stats.total_entries),
+        str(stats.active_entries),
+        str(stats.compressed_entries),
+        str(stats.summaries),
+        str(stats.context_tokens),
+        str(stats.total_tokens),
+        stats.memory_tier,
+    )
+    console.print(table)
+    console.print(f"[bold]entry:added[/] fired {len(added)} times")
+    console.print("[bold]Context handed to the model:[/]")
+    console.print(memory.get_context_for_llm(session), markup=False)
+    summary = memory.get_summaries(session)[0]
+    console.print(
+        f"[bold]Nothing is lost:[/] summary {summary.id} expands to "
+        f"{len(memory.expand_summary(summary.id))} original entries"
+    )
+    return memory

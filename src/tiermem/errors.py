@@ -1,0 +1,140 @@
+"""The exceptions tiermem raises.
+
+Every error is a ``TiermemError``; driver, JSON and tokenizer errors are
+wrapped and kept as ``__cause__``::
+
+    * TiermemError
+      x InvalidArgument (also ValueError)
+        x InvalidSessionId
+        x InvalidContent
+        x EntryTooLarge
+        x ImportValidationError
+      x SessionNotFound (also KeyError)
+      x StorageError
+        x StorageBusy
+        x StorageUnavailable
+        x StorageFull
+        x StorageCorrupt
+      x SummarizationError
+        x SummarizerFailed
+        x SummarizerTimeout
+        x SummarizerOutputInvalid
+      x CompressionInProgress
+      x CompressionConflict
+      x TokenizerUnavailable
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CompressionConflict",
+    "CompressionInProgress",
+    "EntryTooLarge",
+    "ImportValidationError",
+    "InvalidArgument",
+    "InvalidContent",
+    "InvalidSessionId",
+    "SessionNotFound",
+    "StorageBusy",
+    "StorageCorrupt",
+    "StorageError",
+    "StorageFull",
+    "StorageUnavailable",
+    "SummarizationError",
+    "SummarizerFailed",
+    "SummarizerOutputInvalid",
+    "SummarizerTimeout",
+    "TiermemError",
+    "TokenizerUnavailable",
+]
+
+
+class TiermemError(Exception):
+    """Base class of every error tiermem raises."""
+
+
+class InvalidArgument(TiermemError, ValueError):
+    """An argument has the wrong type or value; nothing was written."""
+
+
+class InvalidSessionId(InvalidArgument):
+    """A session id breaks the documented rule (1-255 characters, no NUL, no
+    control characters, no leading or trailing whitespace)."""
+
+
+class InvalidContent(InvalidArgument):
+    """Message content cannot be stored exactly (lone surrogates, values that
+    are not JSON-serializable, a tool result without its call, ...)."""
+
+
+class EntryTooLarge(InvalidArgument):
+    """An entry is larger than ``MemoryConfig.max_entry_chars``."""
+
+    def __init__(self, message: str, *, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+class ImportValidationError(InvalidArgument):
+    """An exported session failed validation; ``path`` names the offending field."""
+
+    def __init__(self, message: str, *, path: str = "$") -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class SessionNotFound(TiermemError, KeyError):
+    """The session does not exist in this memory's project."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+class StorageError(TiermemError):
+    """The database failed; the operation was rolled back."""
+
+
+class StorageBusy(StorageError):
+    """The database stayed locked longer than the configured timeout; retry later."""
+
+
+class StorageUnavailable(StorageError):
+    """The database connection was lost or could not be opened."""
+
+
+class StorageFull(StorageError):
+    """The database or its disk is full."""
+
+
+class StorageCorrupt(StorageError):
+    """The database file is damaged or is not a database."""
+
+
+class SummarizationError(TiermemError):
+    """The summarizer did not produce a usable summary; no entry was changed."""
+
+
+class SummarizerFailed(SummarizationError):
+    """The summarizer raised an exception (kept as ``__cause__``)."""
+
+
+class SummarizerTimeout(SummarizationError):
+    """The summarizer did not answer within ``MemoryConfig.summarizer_timeout``."""
+
+
+class SummarizerOutputInvalid(SummarizationError):
+    """The summarizer answered with something that is not a usable summary:
+    empty, an error text, a tool call, or not shorter than its input."""
+
+
+class CompressionInProgress(TiermemError):
+    """Another worker holds the compression claim of this session."""
+
+
+class CompressionConflict(TiermemError):
+    """The entries changed while the summarizer ran; nothing was written."""
+
+
+class TokenizerUnavailable(TiermemError):
+    """No tiktoken encoding could be loaded (no network and no offline extra)."""

@@ -1,0 +1,736 @@
+"""``ConversationMemory``: the public entry point (writing, reading, export).
+
+Compression lives in :mod:`tiermem.compressor`, the operation runner that
+makes each method's sync and async twin share one body in :mod:`tiermem._ops`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from sqlalchemy.engine import Connection, Engine, RowMapping
+
+from . import _failpoints, signals, store
+from ._messages import (
+    classify,
+    render_text,
+    serialize,
+    serialize_metadata,
+    validate_session_id,
+)
+from ._ops import Emit, Op
+from .compression import Summarizer, SummarizerLike
+from .compressor import CompressionMixin
+from .db import Database, utc_now
+from .errors import (
+    InvalidArgument,
+    InvalidContent,
+    SessionNotFound,
+)
+from .layers import LayeredMemory, layered_memory
+from .lifecycle import LifecycleMixin
+from .models import (
+    MemoryConfig,
+    MemoryEntry,
+    MemorySummary,
+    SearchHit,
+    SessionInfo,
+    SessionStats,
+)
+from .rendering import SUMMARY_HEADER, SummaryText, context_text, render_messages
+from .state import SessionState, export_state, import_state
+from .tokens import MESSAGE_OVERHEAD, TokenCounter
+
+if TYPE_CHECKING:  # the deprecated base class is imported lazily at run time
+    from .history import TieredChatMessageHistory
+
+__all__ = ["ConversationMemory"]
+
+Window = tuple[list[MemorySummary], list[MemoryEntry]]
+MessageWindow = tuple[list[SummaryText], list[MemoryEntry]]
+#: SQL integers are signed 64-bit: larger limits and offsets are clamped to this.
+_MAX_SQL_INT = 2**62
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ConversationMemory(LifecycleMixin, CompressionMixin):
+    """Tiered, token-aware conversation memory on SQLite or PostgreSQL.
+
+    Args:
+        url: SQLAlchemy URL; ``None`` is ``sqlite:///tiermem.db`` in the working
+            directory, created on first use.
+        engine: an existing SQLAlchemy engine instead of ``url``.
+        project: namespace of the sessions (and of tier statistics).
+        config: budgets and compression settings.
+        summarizer: a chat model, Runnable or callable used to compress; without
+            one the seed's heuristic summary is used.
+        model: a model name whose tiktoken encoding counts tokens.
+        encoding: a tiktoken encoding name (default ``cl100k_base``).
+        clock: a callable returning an aware UTC datetime (tests inject one).
+        lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
+
+    Raises:
+        InvalidArgument: for bad arguments.
+        TokenizerUnavailable: if no encoding can be loaded (fail fast).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        project: str = "default",
+        config: MemoryConfig | None = None,
+        summarizer: SummarizerLike | None = None,
+        model: str | None = None,
+        encoding: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.project = validate_session_id(project)
+        if config is not None and not isinstance(config, MemoryConfig):
+            raise InvalidArgument("config must be a MemoryConfig")
+        self.config = config or MemoryConfig()
+        self.counter = TokenCounter(model=model, encoding=encoding)
+        # Without an injected clock, PostgreSQL stamps accesses with its own now().
+        self._db = Database(
+            url, engine=engine, lock_timeout=lock_timeout, server_time=clock is None
+        )
+        self._summarizer: Summarizer | None = None
+        self.set_summarizer(summarizer)
+        self._clock = clock or utc_now
+        self._receivers: list[tuple[str, Callable[..., Any]]] = []
+        self._worker: ThreadPoolExecutor | None = None
+        self._queued: set[str] = set()
+        self._queue_lock = threading.Lock()
+        self._frame_tokens = MESSAGE_OVERHEAD + self.counter.count_text("system " + SUMMARY_HEADER)
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine."""
+        return self._db.engine
+
+    @property
+    def database(self) -> Database:
+        """The engine with tiermem's transaction discipline (for extensions)."""
+        return self._db
+
+    # ------------------------------------------------------------------ configuration
+
+    def set_summarizer(self, summarizer: SummarizerLike | None) -> None:
+        """Use ``summarizer`` (chat model, Runnable or callable) from now on;
+        ``None`` selects the heuristic summary."""
+        if (
+            summarizer is not None
+            and not callable(summarizer)
+            and not hasattr(summarizer, "invoke")
+        ):
+            raise InvalidArgument("summarizer must be a chat model, Runnable or callable")
+        self._summarizer = Summarizer(summarizer) if summarizer is not None else None
+
+    def update_config(self, **changes: Any) -> MemoryConfig:
+        """Change configuration fields (validated); returns the new config."""
+        self.config = self.config.replace(**changes)
+        return self.config
+
+    def on(self, name: str, receiver: Callable[..., Any]) -> Callable[[], None]:
+        """Connect ``receiver`` to signal ``name`` for this instance only, holding it
+        strongly (a lambda works). Returns a callable that disconnects it."""
+        sig = signals.signal(name)
+        sig.connect(receiver, sender=self, weak=False)
+        self._receivers.append((name, receiver))
+
+        def disconnect() -> None:
+            sig.disconnect(receiver, sender=self)
+
+        return disconnect
+
+    def history(self, session_id: str) -> TieredChatMessageHistory:
+        """A LangChain ``BaseChatMessageHistory`` over one session
+        (usable as ``get_session_history`` of ``RunnableWithMessageHistory``)."""
+        from .history import TieredChatMessageHistory  # deprecated base class: load lazily
+
+        return TieredChatMessageHistory(self, validate_session_id(session_id))
+
+    def layers(
+        self, scope: str = "default", *, max_working_entries: int | None = None
+    ) -> LayeredMemory:
+        """The working, episodic, semantic and procedural memory of ``scope`` (one
+        :class:`~tiermem.layers.LayeredMemory` per scope, shared in this process).
+
+        Args:
+            max_working_entries: how many working items are kept (default 50).
+
+        Raises:
+            InvalidArgument: for a bad scope name.
+        """
+        return layered_memory(self, scope, max_working_entries=max_working_entries)
+
+    def close(self) -> None:
+        """Drain background compression and release the connection pool."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)
+        self._db.dispose()
+
+    def __enter__(self) -> ConversationMemory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def _prepare(
+        self,
+        message: BaseMessage,
+        *,
+        pinned: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> store.NewEntry:
+        """Validate, serialize and count a message before any transaction opens."""
+        message_json = serialize(message, max_chars=self.config.max_entry_chars)
+        entry_type, role = classify(message)
+        return store.NewEntry(
+            message=message,
+            type=entry_type,
+            role=role,
+            content=render_text(message),
+            message_json=message_json,
+            token_count=self.counter.count_message(message),
+            pinned=pinned,
+            metadata_json=serialize_metadata(metadata or {}),
+        )
+
+    def _op_append(
+        self, session_id: str, prepared: Sequence[store.NewEntry], *, skip_existing: bool = False
+    ) -> Op[list[MemoryEntry]]:
+        validate_session_id(session_id)
+        now = self.now()
+
+        def create(conn: Connection) -> RowMapping:
+            return self._session(
+                conn, session_id, create=True, now=now, encoding=self.counter.encoding_name
+            )
+
+        def work(conn: Connection) -> tuple[list[MemoryEntry], dict[str, Any]]:
+            todo = list(prepared)
+            if skip_existing and todo:
+                pk = create(conn)["pk"]
+                seen = store.existing_message_ids(
+                    conn, pk, [e.message.id for e in todo if e.message.id]
+                )
+                todo = [e for e in todo if not e.message.id or e.message.id not in seen]
+            if not todo:
+                session = create(conn)
+                store.touch(conn, session["pk"], now)
+                return [], dict(session)
+            # One UPDATE ... RETURNING allocates the seqs; the session is created
+            # only on its first append.
+            reserved = store.reserve(conn, self.project, session_id, todo, now)
+            if reserved is None:
+                create(conn)
+                reserved = store.reserve(conn, self.project, session_id, todo, now)
+            if reserved is None:  # pragma: no cover - the row was just created
+                raise SessionNotFound(session_id)
+            result = store.append(conn, reserved, todo, now)
+            _failpoints.hit("append.before_commit")
+            return result
+
+        entries, counters = self._db.run(work)
+        _failpoints.hit("append.after_commit")
+        if entries:
+            yield Emit([("entry:added", {"session_id": session_id, "entry": e}) for e in entries])
+        yield from self._auto_compress(session_id, counters)
+        return entries
+
+    def add_message(
+        self,
+        session_id: str,
+        message: BaseMessage,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> MemoryEntry:
+        """Store any LangChain message (content blocks, tool calls, ids and
+        ``additional_kwargs`` round-trip exactly).
+
+        Raises:
+            InvalidSessionId, InvalidContent, EntryTooLarge, StorageError.
+        """
+        return self._run(self._op_append(session_id, [self._prepare(message, metadata=metadata)]))[
+            0
+        ]
+
+    async def aadd_message(
+        self, session_id: str, message: BaseMessage, *, metadata: Mapping[str, Any] | None = None
+    ) -> MemoryEntry:
+        """Async :meth:`add_message`."""
+        prepared = [self._prepare(message, metadata=metadata)]
+        return (await self._arun(self._op_append(session_id, prepared)))[0]
+
+    def add_messages(
+        self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
+    ) -> list[MemoryEntry]:
+        """Store several messages in one transaction: all or none.
+
+        Args:
+            skip_existing: skip messages whose ``id`` is already stored in the
+                session (resuming from a checkpointer never duplicates).
+        """
+        return self._run(self._op_add_messages(session_id, list(messages), skip_existing))
+
+    async def aadd_messages(
+        self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
+    ) -> list[MemoryEntry]:
+        """Async :meth:`add_messages`."""
+        return await self._arun(self._op_add_messages(session_id, list(messages), skip_existing))
+
+    def _op_add_messages(
+        self, session_id: str, messages: list[BaseMessage], skip_existing: bool
+    ) -> Op[list[MemoryEntry]]:
+        validate_session_id(session_id)
+        ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
+        if skip_existing and ids:
+            # Resuming agents resend their whole state: drop known ids before the
+            # costly serialize-and-count; the append re-checks inside its transaction.
+            seen = self._db.run(
+                lambda conn: store.stored_message_ids(conn, self.project, session_id, ids),
+                write=False,
+            )
+            messages = [m for m in messages if not m.id or m.id not in seen]
+        prepared = [self._prepare(m) for m in messages]
+        return (yield from self._op_append(session_id, prepared, skip_existing=skip_existing))
+
+    def add_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
+        """Store a user message; keyword arguments are kept as entry metadata."""
+        return self.add_message(session_id, HumanMessage(content=_text(text)), metadata=metadata)
+
+    async def aadd_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
+        """Async :meth:`add_user_message`."""
+        return await self.aadd_message(
+            session_id, HumanMessage(content=_text(text)), metadata=metadata
+        )
+
+    def add_assistant_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
+        """Store an assistant message; keyword arguments are kept as entry metadata."""
+        return self.add_message(session_id, AIMessage(content=_text(text)), metadata=metadata)
+
+    async def aadd_assistant_message(
+        self, session_id: str, text: str, **metadata: Any
+    ) -> MemoryEntry:
+        """Async :meth:`add_assistant_message`."""
+        return await self.aadd_message(
+            session_id, AIMessage(content=_text(text)), metadata=metadata
+        )
+
+    def add_tool_call(
+        self, session_id: str, tool_name: str, args: Mapping[str, Any], call_id: str | None = None
+    ) -> MemoryEntry:
+        """Store an assistant tool call (``call_id`` generated when omitted)."""
+        return self.add_message(session_id, _tool_call(tool_name, args, call_id))
+
+    async def aadd_tool_call(
+        self, session_id: str, tool_name: str, args: Mapping[str, Any], call_id: str | None = None
+    ) -> MemoryEntry:
+        """Async :meth:`add_tool_call`."""
+        return await self.aadd_message(session_id, _tool_call(tool_name, args, call_id))
+
+    def add_tool_result(
+        self, session_id: str, tool_name: str, output: str, call_id: str | None = None
+    ) -> MemoryEntry:
+        """Store a tool result; without ``call_id`` it answers the oldest pending
+        call of ``tool_name``.
+
+        Raises:
+            InvalidContent: if no such call is pending.
+        """
+        resolved = call_id or self._run(self._op_pending_call(session_id, tool_name))
+        return self.add_message(session_id, _tool_result(tool_name, output, resolved))
+
+    async def aadd_tool_result(
+        self, session_id: str, tool_name: str, output: str, call_id: str | None = None
+    ) -> MemoryEntry:
+        """Async :meth:`add_tool_result`."""
+        resolved = call_id
+        if resolved is None:
+            resolved = await self._arun(self._op_pending_call(session_id, tool_name))
+        return await self.aadd_message(session_id, _tool_result(tool_name, output, resolved))
+
+    def _op_pending_call(self, session_id: str, tool_name: str) -> Op[str]:
+        validate_session_id(session_id)
+
+        def work(conn: Connection) -> str:
+            try:
+                session = self._session(conn, session_id, lock=False)
+            except SessionNotFound:
+                session = None
+            pending: dict[str, str] = (
+                json.loads(session["pending_calls"]) if session is not None else {}
+            )
+            for call_id, name in pending.items():
+                if name == tool_name:
+                    return call_id
+            raise InvalidContent(f"no pending call of tool {tool_name!r} in {session_id!r}")
+
+        return self._db.run(work, write=False)
+        yield  # pragma: no cover - makes this a generator
+
+    def add_context(
+        self, session_id: str, content: str, source: str, pinned: bool = False
+    ) -> MemoryEntry:
+        """Store context (a system message from ``source``); pinned context is
+        never compressed."""
+        message = SystemMessage(content=_text(content), additional_kwargs={"source": source})
+        return self._run(self._op_append(session_id, [self._context(message, pinned, source)]))[0]
+
+    async def aadd_context(
+        self, session_id: str, content: str, source: str, pinned: bool = False
+    ) -> MemoryEntry:
+        """Async :meth:`add_context`."""
+        message = SystemMessage(content=_text(content), additional_kwargs={"source": source})
+        return (
+            await self._arun(self._op_append(session_id, [self._context(message, pinned, source)]))
+        )[0]
+
+    def _context(self, message: BaseMessage, pinned: bool, source: str) -> store.NewEntry:
+        prepared = self._prepare(message, pinned=pinned, metadata={"source": source})
+        return store.NewEntry(**{**_fields(prepared), "type": prepared.type.CONTEXT})
+
+    # ------------------------------------------------------------------ reading
+
+    def _op_read(
+        self, session_id: str, reader: Callable[[Connection, RowMapping], T], empty: T
+    ) -> Op[T]:
+        """Read inside one transaction that also records the access."""
+        validate_session_id(session_id)
+        now = self.now()
+
+        def work(conn: Connection) -> T:
+            session = store.touch_session(conn, self.project, session_id, now)
+            return empty if session is None else reader(conn, session)
+
+        return self._db.run(work)
+        yield  # pragma: no cover
+
+    def _read_window(
+        self, conn: Connection, session: RowMapping
+    ) -> tuple[list[MemorySummary], list[MemoryEntry]]:
+        return (
+            store.read_summaries(conn, session, with_ids=False),
+            store.read_entries(conn, session, active_only=True),
+        )
+
+    def _op_window(self, session_id: str) -> Op[Window]:
+        empty: Window = ([], [])
+        return (yield from self._op_read(session_id, self._read_window, empty))
+
+    @staticmethod
+    def _read_message_window(
+        conn: Connection, session: RowMapping
+    ) -> tuple[list[SummaryText], list[MemoryEntry]]:
+        return (
+            store.read_summary_texts(conn, session),
+            store.read_entries(conn, session, active_only=True),
+        )
+
+    def _op_message_window(self, session_id: str) -> Op[MessageWindow]:
+        empty: MessageWindow = ([], [])
+        return (yield from self._op_read(session_id, self._read_message_window, empty))
+
+    def get_messages(self, session_id: str) -> list[BaseMessage]:
+        """The context for a model: the summaries as one system message, then
+        the active entries in order, each tool call followed by its results."""
+        return render_messages(*self._run(self._op_message_window(session_id)))
+
+    async def aget_messages(self, session_id: str) -> list[BaseMessage]:
+        """Async :meth:`get_messages`."""
+        return render_messages(*await self._arun(self._op_message_window(session_id)))
+
+    def get_context_for_llm(self, session_id: str) -> str:
+        """The context as text: "=== Previous Conversation Summaries ===" with
+        time ranges, then "=== Recent Conversation ==="."""
+        return context_text(*self._run(self._op_window(session_id)))
+
+    async def aget_context_for_llm(self, session_id: str) -> str:
+        """Async :meth:`get_context_for_llm`."""
+        return context_text(*await self._arun(self._op_window(session_id)))
+
+    @staticmethod
+    def _active(conn: Connection, session: RowMapping) -> list[MemoryEntry]:
+        return store.read_entries(conn, session, active_only=True)
+
+    @staticmethod
+    def _all(conn: Connection, session: RowMapping) -> list[MemoryEntry]:
+        return store.read_entries(conn, session, active_only=False)
+
+    def get_active_entries(self, session_id: str) -> list[MemoryEntry]:
+        """Entries not covered by a summary, in order."""
+        return self._run(self._op_read(session_id, self._active, []))
+
+    async def aget_active_entries(self, session_id: str) -> list[MemoryEntry]:
+        """Async :meth:`get_active_entries`."""
+        return await self._arun(self._op_read(session_id, self._active, []))
+
+    def get_entries(self, session_id: str, include_compressed: bool = True) -> list[MemoryEntry]:
+        """Every entry of a session in order (or only the active ones)."""
+        return self._run(
+            self._op_read(session_id, self._all if include_compressed else self._active, [])
+        )
+
+    async def aget_entries(
+        self, session_id: str, include_compressed: bool = True
+    ) -> list[MemoryEntry]:
+        """Async :meth:`get_entries`."""
+        return await self._arun(
+            self._op_read(session_id, self._all if include_compressed else self._active, [])
+        )
+
+    @staticmethod
+    def _summaries(conn: Connection, session: RowMapping) -> list[MemorySummary]:
+        return store.read_summaries(conn, session)
+
+    def get_summaries(self, session_id: str) -> list[MemorySummary]:
+        """The top-level summaries of a session, oldest first."""
+        return self._run(self._op_read(session_id, self._summaries, []))
+
+    async def aget_summaries(self, session_id: str) -> list[MemorySummary]:
+        """Async :meth:`get_summaries`."""
+        return await self._arun(self._op_read(session_id, self._summaries, []))
+
+    def _op_stats(self, session_id: str) -> Op[SessionStats]:
+        validate_session_id(session_id)
+        return self._db.run(
+            lambda conn: store.session_stats(self._session(conn, session_id, lock=False)),
+            write=False,
+        )
+        yield  # pragma: no cover
+
+    def get_stats(self, session_id: str) -> SessionStats:
+        """Counters of a session (from its row, no scan).
+
+        Raises:
+            SessionNotFound: for an unknown session.
+        """
+        return self._run(self._op_stats(session_id))
+
+    async def aget_stats(self, session_id: str) -> SessionStats:
+        """Async :meth:`get_stats`."""
+        return await self._arun(self._op_stats(session_id))
+
+    def _op_list(self, limit: int | None, offset: int) -> Op[list[SessionInfo]]:
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
+        limit = None if limit is None else min(limit, _MAX_SQL_INT)
+        offset = min(offset, _MAX_SQL_INT)
+        return self._db.run(
+            lambda conn: store.list_sessions(conn, self.project, limit, offset), write=False
+        )
+        yield  # pragma: no cover
+
+    def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
+        """Sessions of this project, most recently accessed first."""
+        return self._run(self._op_list(limit, offset))
+
+    async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
+        """Async :meth:`list_sessions`."""
+        return await self._arun(self._op_list(limit, offset))
+
+    def _op_expand(self, summary_id: int) -> Op[list[MemoryEntry]]:
+        if isinstance(summary_id, bool) or not isinstance(summary_id, int):
+            raise InvalidArgument("summary_id must be an int")
+        if not 1 <= summary_id < 2**63:
+            raise InvalidArgument(f"summary_id must be a positive 64-bit int, got {summary_id}")
+
+        def work(conn: Connection) -> list[MemoryEntry]:
+            row, session = store.get_summary_row(conn, self.project, summary_id)
+            return store.read_entries(
+                conn,
+                session,
+                active_only=False,
+                compressed_only=True,
+                seq_range=(row["first_seq"], row["last_seq"]),
+            )
+
+        return self._db.run(work, write=False)
+        yield  # pragma: no cover
+
+    def expand_summary(self, summary_id: int) -> list[MemoryEntry]:
+        """The original entries a summary covers, in order (merged summaries
+        expand to every original below them).
+
+        Raises:
+            SessionNotFound: if no such summary exists in this project.
+        """
+        return self._run(self._op_expand(summary_id))
+
+    async def aexpand_summary(self, summary_id: int) -> list[MemoryEntry]:
+        """Async :meth:`expand_summary`."""
+        return await self._arun(self._op_expand(summary_id))
+
+    def _op_search(self, query: str, session_id: str | None, limit: int) -> Op[list[SearchHit]]:
+        from .search import search_entries
+
+        if session_id is not None:
+            validate_session_id(session_id)
+        if not isinstance(query, str):
+            raise InvalidArgument("query must be a str")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"limit must be an int >= 1, got {limit!r}")
+        limit = min(limit, _MAX_SQL_INT)
+        now, policy = self.now(), self.config.tier_policy
+        return self._db.run(
+            lambda conn: search_entries(
+                conn, self.project, query, session_id, limit, now=now, policy=policy
+            ),
+            write=False,
+        )
+        yield  # pragma: no cover
+
+    def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:
+        """Full-text search over conversation entries, compressed originals included,
+        best first."""
+        return self._run(self._op_search(query, session_id, limit))
+
+    async def asearch(
+        self, query: str, session_id: str | None = None, limit: int = 10
+    ) -> list[SearchHit]:
+        """Async :meth:`search`."""
+        return await self._arun(self._op_search(query, session_id, limit))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _op_clear(self, session_id: str) -> Op[int]:
+        validate_session_id(session_id)
+
+        def work(conn: Connection) -> int:
+            try:
+                session = self._session(conn, session_id)
+            except SessionNotFound:
+                return -1
+            store.delete_sessions(conn, [session["pk"]])
+            return int(session["entry_count"])
+
+        removed = self._db.run(work)
+        if removed >= 0:
+            yield Emit(
+                [("session:cleared", {"session_id": session_id, "entries_removed": removed})]
+            )
+        return max(removed, 0)
+
+    def clear_session(self, session_id: str) -> int:
+        """Delete a session with its entries and summaries; returns the number of
+        entries removed (0 for an unknown session)."""
+        return self._run(self._op_clear(session_id))
+
+    async def aclear_session(self, session_id: str) -> int:
+        """Async :meth:`clear_session`."""
+        return await self._arun(self._op_clear(session_id))
+
+    def _op_export(self, session_id: str) -> Op[SessionState]:
+        validate_session_id(session_id)
+
+        def work(conn: Connection) -> SessionState:
+            session = self._session(conn, session_id, lock=False)
+            return export_state(
+                session,
+                self._all(conn, session),
+                store.read_summaries(conn, session, top_only=False),
+            )
+
+        return self._db.run(work, write=False)
+        yield  # pragma: no cover
+
+    def export_session(self, session_id: str) -> SessionState:
+        """A deterministic, JSON round-trippable snapshot of a session.
+
+        Raises:
+            SessionNotFound: for an unknown session.
+        """
+        return self._run(self._op_export(session_id))
+
+    async def aexport_session(self, session_id: str) -> SessionState:
+        """Async :meth:`export_session`."""
+        return await self._arun(self._op_export(session_id))
+
+    def _op_import(
+        self, state: SessionState | str | bytes, overwrite: bool, session_id: str | None
+    ) -> Op[str]:
+        plan = import_state(state, self.counter, session_id=session_id)
+        now = self.now()
+        target = plan.session_id
+        self._db.run(lambda conn: plan.write(conn, self.project, overwrite=overwrite, now=now))
+        return target
+        yield  # pragma: no cover
+
+    def import_session(
+        self,
+        state: SessionState | str | bytes,
+        *,
+        overwrite: bool = False,
+        session_id: str | None = None,
+    ) -> str:
+        """Store an exported session (a ``SessionState`` or its JSON), validated first
+        and written all-or-nothing. Returns the session id.
+
+        Args:
+            overwrite: replace an existing session of that id atomically.
+            session_id: import under another id.
+
+        Raises:
+            ImportValidationError: for invalid input or an existing session.
+        """
+        return self._run(self._op_import(state, overwrite, session_id))
+
+    async def aimport_session(
+        self,
+        state: SessionState | str | bytes,
+        *,
+        overwrite: bool = False,
+        session_id: str | None = None,
+    ) -> str:
+        """Async :meth:`import_session`."""
+        return await self._arun(self._op_import(state, overwrite, session_id))
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidContent(f"text must be a str, got {type(value).__name__}")
+    return value
+
+
+def _tool_call(tool_name: str, args: Mapping[str, Any], call_id: str | None) -> AIMessage:
+    if not isinstance(args, Mapping):
+        raise InvalidContent("tool call args must be a mapping")
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {
+                "name": _text(tool_name),
+                "args": dict(args),
+                "id": call_id or f"call_{uuid.uuid4().hex}",
+            }
+        ],
+    )
+
+
+def _tool_result(tool_name: str, output: str, call_id: str) -> ToolMessage:
+    return ToolMessage(content=_text(output), name=_text(tool_name), tool_call_id=call_id)
+
+
+def _fields(entry: store.NewEntry) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in entry.__slots__}

@@ -1,0 +1,224 @@
+"""Public value types: configuration, entries, summaries, results and statistics."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from .errors import InvalidArgument
+from .tiers import TierPolicy
+
+__all__ = [
+    "CompressionResult",
+    "EntryType",
+    "MemoryConfig",
+    "MemoryEntry",
+    "MemorySummary",
+    "SearchHit",
+    "SessionInfo",
+    "SessionStats",
+]
+
+
+class EntryType(enum.StrEnum):
+    """What an entry holds (the seed's five types)."""
+
+    MESSAGE = "message"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    CONTEXT = "context"
+    SUMMARY = "summary"
+
+
+def _positive_int(name: str, value: object, *, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgument(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _positive_number(name: str, value: object, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InvalidArgument(f"{name} must be a number > 0, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """How a :class:`~tiermem.ConversationMemory` budgets and compresses.
+
+    Attributes:
+        max_tokens: compress when the context (active entries plus summaries)
+            exceeds this many tokens.
+        max_entries: compress when more entries than this are active.
+        recent_window: the newest active entries never compressed.
+        min_entries_to_compress: an automatic compression needs at least this many.
+        auto_compress: compress automatically after ``add_*``.
+        compression_ratio: target summary length as a share of its input.
+        summary_share: merge the summaries into one higher-level summary when
+            they pass this share of ``max_tokens``.
+        summarizer_timeout: seconds before a summarizer call is abandoned
+            (``None``: wait forever).
+        heuristic_fallback: when the summarizer fails, store the heuristic
+            summary instead of leaving the entries uncompressed.
+        background: compress on a worker thread; ``add_*`` returns at once.
+        claim_ttl: seconds a compression claim lives, so a killed worker
+            never blocks a session forever.
+        backoff_base / backoff_max: seconds automatic compression pauses after
+            a failure, doubling per consecutive failure up to the maximum.
+        max_entry_chars: largest accepted entry (JSON characters).
+        max_summarizer_input_tokens: most tokens one summarizer call receives.
+        summary_prompt: a custom prompt with ``{conversation}`` and
+            ``{target_tokens}`` placeholders.
+        tier_policy: the access-tier thresholds.
+    """
+
+    max_tokens: int = 50_000
+    max_entries: int = 100
+    recent_window: int = 10
+    min_entries_to_compress: int = 5
+    auto_compress: bool = True
+    compression_ratio: float = 0.3
+    summary_share: float = 0.5
+    summarizer_timeout: float | None = 60.0
+    heuristic_fallback: bool = False
+    background: bool = False
+    claim_ttl: float = 120.0
+    backoff_base: float = 5.0
+    backoff_max: float = 300.0
+    max_entry_chars: int = 16_000_000
+    max_summarizer_input_tokens: int = 100_000
+    summary_prompt: str | None = None
+    tier_policy: TierPolicy = field(default_factory=TierPolicy)
+
+    def __post_init__(self) -> None:
+        _positive_int("max_tokens", self.max_tokens)
+        _positive_int("max_entries", self.max_entries)
+        _positive_int("recent_window", self.recent_window, minimum=0)
+        _positive_int("min_entries_to_compress", self.min_entries_to_compress)
+        _positive_int("max_entry_chars", self.max_entry_chars)
+        _positive_int("max_summarizer_input_tokens", self.max_summarizer_input_tokens)
+        for name in ("compression_ratio", "summary_share"):
+            value = getattr(self, name)
+            _positive_number(name, value)
+            if value >= 1:
+                raise InvalidArgument(f"{name} must be below 1, got {value!r}")
+        _positive_number("summarizer_timeout", self.summarizer_timeout, allow_none=True)
+        for name in ("claim_ttl", "backoff_base", "backoff_max"):
+            _positive_number(name, getattr(self, name))
+        if self.summary_prompt is not None and "{conversation}" not in self.summary_prompt:
+            raise InvalidArgument("summary_prompt needs a {conversation} placeholder")
+        if not isinstance(self.tier_policy, TierPolicy):
+            raise InvalidArgument("tier_policy must be a TierPolicy")
+
+    def replace(self, **changes: Any) -> MemoryConfig:
+        """A copy with ``changes`` applied and validated."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise InvalidArgument(f"unknown MemoryConfig fields: {sorted(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """One stored entry of a session, in ``seq`` order."""
+
+    id: int
+    session_id: str
+    seq: int
+    type: EntryType
+    role: str
+    content: str
+    timestamp: datetime
+    token_count: int
+    compressed: bool
+    summary_id: int | None
+    metadata: Mapping[str, Any]
+    pinned: bool
+    message: BaseMessage = field(repr=False, compare=False)
+
+    def to_message(self) -> BaseMessage:
+        """The LangChain message exactly as it was added (a copy)."""
+        return self.message.model_copy(deep=True)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySummary:
+    """A summary of a contiguous run of entries; the originals stay stored."""
+
+    id: int
+    session_id: str
+    content: str
+    original_entry_ids: tuple[int, ...]
+    token_count: int
+    original_token_count: int
+    compression_ratio: float
+    created_at: datetime
+    time_range: tuple[datetime, datetime]
+    level: int
+    first_seq: int
+    last_seq: int
+    parent_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionResult:
+    """What one compression did; sent with the ``compressed`` signal."""
+
+    session_id: str
+    summary: MemorySummary
+    entries_compressed: int
+    tokens_before: int
+    tokens_after: int
+    tokens_saved: int
+    ratio: float
+    merged_summaries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """Counters of one session, read from its row (no scan of its entries).
+
+    ``total_tokens`` counts every stored entry, ``active_tokens`` the entries not
+    compressed, ``context_tokens`` what the model is handed (active entries plus
+    top-level summaries).
+    """
+
+    total_entries: int
+    active_entries: int
+    compressed_entries: int
+    summaries: int
+    total_tokens: int
+    active_tokens: int
+    summary_tokens: int
+    context_tokens: int
+    memory_tier: str
+    last_accessed: datetime
+    access_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """One row of :meth:`~tiermem.ConversationMemory.list_sessions`."""
+
+    session_id: str
+    project: str
+    created_at: datetime
+    last_accessed: datetime
+    access_count: int
+    memory_tier: str
+    total_entries: int
+    context_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A search result: the entry and its relevance score (higher is better)."""
+
+    entry: MemoryEntry
+    score: float

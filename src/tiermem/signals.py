@@ -1,0 +1,129 @@
+"""blinker signals sent by tiermem, always after the transaction commits.
+
+Each signal's sender is the :class:`~tiermem.ConversationMemory` instance.
+Delivery is at most once and in-process: a crash between commit and sending
+loses the signal. A receiver that raises is logged and never breaks the write
+or the other receivers. Receivers connected with ``signal.connect`` are held
+weakly (blinker's default); ``mem.on(name, fn)`` holds them strongly.
+
+Signals and their keyword arguments:
+
+* ``entry:added``: ``session_id``, ``entry`` (:class:`~tiermem.MemoryEntry`).
+* ``compressed``: ``session_id``, ``result`` (:class:`~tiermem.CompressionResult`).
+* ``compression_failed``: ``session_id``, ``error`` (the :class:`~tiermem.errors.TiermemError`).
+* ``session:cleared``: ``session_id``, ``entries_removed`` (int).
+* ``tier_changed``: ``session_ids`` (tuple of str), ``tier`` (str), ``project`` (str).
+* ``pruned``: ``session_ids`` (tuple of str), ``project`` (str).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from blinker import NamedSignal, Namespace
+
+from .errors import InvalidArgument
+
+__all__ = [
+    "SIGNAL_NAMES",
+    "compressed",
+    "compression_failed",
+    "entry_added",
+    "pruned",
+    "send",
+    "send_async",
+    "session_cleared",
+    "signal",
+    "tier_changed",
+]
+
+logger = logging.getLogger(__name__)
+
+_signals = Namespace()
+
+entry_added = _signals.signal("entry:added", doc="An entry was stored.")
+compressed = _signals.signal("compressed", doc="Entries were summarized.")
+compression_failed = _signals.signal(
+    "compression_failed", doc="A compression attempt failed; nothing changed."
+)
+session_cleared = _signals.signal("session:cleared", doc="A session was cleared.")
+tier_changed = _signals.signal("tier_changed", doc="Sessions moved to another tier.")
+pruned = _signals.signal("pruned", doc="Expired sessions were deleted.")
+
+SIGNAL_NAMES = tuple(_signals)
+
+#: A signal to send: (name, keyword arguments).
+Pending = tuple[str, dict[str, Any]]
+
+
+def signal(name: str) -> NamedSignal:
+    """Return the tiermem signal called ``name``.
+
+    Raises:
+        InvalidArgument: for an unknown name.
+    """
+    if name not in _signals:
+        raise InvalidArgument(f"unknown signal {name!r}; known: {', '.join(SIGNAL_NAMES)}")
+    return _signals[name]
+
+
+def _receivers(name: str, sender: object) -> list[Callable[..., Any]]:
+    # A copy, so a receiver that disconnects itself does not upset iteration.
+    return list(_signals[name].receivers_for(sender))
+
+
+def _log_failure(name: str, receiver: Callable[..., Any]) -> None:
+    logger.exception("tiermem signal %r: receiver %r raised; ignored", name, receiver)
+
+
+def send(sender: object, pending: Iterable[Pending]) -> None:
+    """Send each pending signal to every receiver, isolating failures.
+
+    A coroutine receiver is run to completion when no event loop runs in this
+    thread, otherwise scheduled as a task on the running loop.
+    """
+    for name, kwargs in pending:
+        for receiver in _receivers(name, sender):
+            try:
+                result = receiver(sender, **kwargs)
+                if inspect.isawaitable(result):
+                    _run_awaitable(result)
+            except Exception:
+                _log_failure(name, receiver)
+
+
+async def send_async(sender: object, pending: Iterable[Pending]) -> None:
+    """Like :func:`send` from async code: coroutine receivers are awaited in turn."""
+    for name, kwargs in pending:
+        for receiver in _receivers(name, sender):
+            try:
+                result = receiver(sender, **kwargs)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                _log_failure(name, receiver)
+
+
+def _run_awaitable(awaitable: Any) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(_await(awaitable))
+        return
+    task = loop.create_task(_await(awaitable))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+async def _await(awaitable: Any) -> None:
+    try:
+        await awaitable
+    except Exception:
+        logger.exception("tiermem signal: async receiver raised; ignored")

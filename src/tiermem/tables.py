@@ -1,0 +1,186 @@
+"""SQLModel table models: persistence details, never returned to callers.
+
+Counters on the session row are kept incrementally under the session lock, so
+no operation ever has to scan a session's entries to know its totals:
+
+* ``last_seq``: the highest ``seq`` allocated; seqs are dense, 1..last_seq.
+* ``entry_count`` / ``entry_tokens``: every stored entry.
+* ``active_count`` / ``active_tokens``: entries not covered by a summary.
+* ``summary_count`` / ``summary_tokens``: top-level summaries (what the model sees).
+
+``context_tokens = active_tokens + summary_tokens`` is what ``get_messages``
+hands the model (the summaries' system-message framing aside).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "EntryRow",
+    "SessionRow",
+    "SummaryRow",
+    "after_create",
+    "create_tables",
+    "tiermem_tables",
+]
+
+
+def _utc() -> sa.DateTime:
+    return sa.DateTime(timezone=True)
+
+
+class SessionRow(SQLModel, table=True):
+    """One conversation (the seed's "context") of a project, with its counters and tier."""
+
+    __tablename__ = "tiermem_session"
+    __table_args__ = (
+        sa.UniqueConstraint("project", "session_id", name="uq_tiermem_session_project_id"),
+        sa.Index("ix_tiermem_session_tier", "project", "memory_tier"),
+        # Tier statistics, least-recently-used lists and pruning scan a project by access time.
+        sa.Index("ix_tiermem_session_project_accessed", "project", "last_accessed"),
+    )
+
+    pk: int | None = Field(default=None, primary_key=True)
+    project: str = Field(max_length=255)
+    session_id: str = Field(max_length=255)
+    created_at: datetime = Field(sa_type=_utc())
+    last_accessed: datetime = Field(sa_type=_utc())
+    access_count: int = 0
+    memory_tier: str = Field(default="active", max_length=16)
+    last_seq: int = 0
+    entry_count: int = 0
+    entry_tokens: int = 0
+    active_count: int = 0
+    active_tokens: int = 0
+    summary_count: int = 0
+    summary_tokens: int = 0
+    encoding: str = Field(max_length=64)
+    #: JSON object {tool_call_id: tool_name} of assistant tool calls not yet answered.
+    pending_calls: str = Field(default="{}", sa_type=sa.Text)
+    claim_token: str | None = Field(default=None, max_length=64)
+    claim_expires_at: datetime | None = Field(default=None, sa_type=_utc())
+    failures: int = 0
+    backoff_until: datetime | None = Field(default=None, sa_type=_utc())
+
+
+class SummaryRow(SQLModel, table=True):
+    """A summary of a contiguous seq range; ``parent_id`` is set once it is merged."""
+
+    __tablename__ = "tiermem_summary"
+    __table_args__ = (
+        sa.Index("ix_tiermem_summary_session", "session_pk", "parent_id"),
+        # Deleting a summary checks its children's foreign keys: without these the
+        # database scans every summary and entry for each summary deleted.
+        sa.Index(
+            "ix_tiermem_summary_parent",
+            "parent_id",
+            sqlite_where=sa.text("parent_id IS NOT NULL"),
+            postgresql_where=sa.text("parent_id IS NOT NULL"),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_pk: int = Field(
+        sa_column=sa.Column(
+            sa.Integer, sa.ForeignKey("tiermem_session.pk", ondelete="CASCADE"), nullable=False
+        )
+    )
+    content: str = Field(sa_type=sa.Text)
+    level: int = 1
+    first_seq: int
+    last_seq: int
+    entry_count: int
+    token_count: int
+    original_token_count: int
+    created_at: datetime = Field(sa_type=_utc())
+    start_time: datetime = Field(sa_type=_utc())
+    end_time: datetime = Field(sa_type=_utc())
+    parent_id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.Integer, sa.ForeignKey("tiermem_summary.id"), nullable=True),
+    )
+
+
+class EntryRow(SQLModel, table=True):
+    """One stored message; ``message`` is the exact ``message_to_dict`` JSON."""
+
+    __tablename__ = "tiermem_entry"
+    __table_args__ = (
+        sa.UniqueConstraint("session_pk", "seq", name="uq_tiermem_entry_session_seq"),
+        sa.Index("ix_tiermem_entry_active", "session_pk", "summary_id", "seq"),
+        sa.Index("ix_tiermem_entry_message_id", "session_pk", "message_id"),
+        sa.Index(
+            "ix_tiermem_entry_summary",
+            "summary_id",
+            sqlite_where=sa.text("summary_id IS NOT NULL"),
+            postgresql_where=sa.text("summary_id IS NOT NULL"),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_pk: int = Field(
+        sa_column=sa.Column(
+            sa.Integer, sa.ForeignKey("tiermem_session.pk", ondelete="CASCADE"), nullable=False
+        )
+    )
+    seq: int
+    type: str = Field(max_length=16)
+    role: str = Field(max_length=16)
+    content: str = Field(sa_type=sa.Text)
+    message: str = Field(sa_type=sa.Text)
+    message_id: str | None = Field(default=None, max_length=255)
+    timestamp: datetime = Field(sa_type=_utc())
+    token_count: int
+    pinned: bool = False
+    meta: str = Field(default="{}", sa_type=sa.Text)
+    summary_id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.Integer, sa.ForeignKey("tiermem_summary.id"), nullable=True),
+    )
+
+
+session_table: sa.Table = SessionRow.__table__  # type: ignore[attr-defined]
+summary_table: sa.Table = SummaryRow.__table__  # type: ignore[attr-defined]
+entry_table: sa.Table = EntryRow.__table__  # type: ignore[attr-defined]
+
+#: Every table tiermem owns, in dependency order. Other modules append theirs.
+tiermem_tables: list[sa.Table] = [session_table, summary_table, entry_table]
+
+
+#: Run on the same connection after the tables exist (full-text indexes and their
+#: triggers); each must be idempotent. Other modules append theirs.
+after_create: list[Callable[[Connection], None]] = []
+
+
+#: PostgreSQL advisory lock key serializing schema creation ("tier").
+SCHEMA_LOCK_KEY = 0x7469_6572
+
+
+def create_tables(bind: Engine | Connection) -> None:
+    """Create tiermem's tables (and only those) if they do not exist, then run the
+    ``after_create`` hooks. Safe when several processes do it at once."""
+    if isinstance(bind, Engine):
+        # One transaction. On PostgreSQL the advisory lock serializes creators; on a
+        # plain SQLite engine (no BEGIN IMMEDIATE) a creator that loses the race to
+        # CREATE a table retries and then finds it.
+        for attempt in range(5):
+            try:
+                with bind.begin() as conn:
+                    create_tables(conn)
+                return
+            except sa.exc.DBAPIError as error:
+                text = str(error.orig).lower()
+                if attempt == 4 or ("already exists" not in text and "duplicate" not in text):
+                    raise
+        return
+    if bind.dialect.name == "postgresql":
+        bind.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
+    SQLModel.metadata.create_all(bind, tables=tiermem_tables)
+    for hook in after_create:
+        hook(bind)

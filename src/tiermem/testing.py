@@ -1,0 +1,194 @@
+"""Helpers for tests of code that uses tiermem (and for tiermem's own tests).
+
+* :class:`FakeSummarizer`: a deterministic chat model with failure modes.
+* :class:`SignalRecorder`: records every tiermem signal a memory sends.
+* :func:`check_invariants`: fails with every storage invariant that is broken.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, Field
+from sqlalchemy.engine import Engine
+
+from . import signals
+from .invariants import find_violations
+
+__all__ = [
+    "FakeSummarizer",
+    "ManualClock",
+    "SignalRecorder",
+    "SummarizerMode",
+    "check_invariants",
+]
+
+SummarizerMode = Literal[
+    "ok",
+    "raise",
+    "sleep",
+    "empty",
+    "whitespace",
+    "none",
+    "list_blocks",
+    "tool_call",
+    "echo_x2",
+    "error_stub",
+    "special_tokens",
+    "nul",
+]
+
+
+class FakeSummarizer(BaseChatModel):
+    """A deterministic summarizer chat model for tests.
+
+    Modes: ``ok`` (a short digest of the conversation), ``raise`` (raises
+    ``error``), ``sleep`` (blocks ``delay`` seconds or until ``release`` is
+    set, then answers ok), ``empty``, ``whitespace``, ``none``, ``list_blocks``
+    (the digest as text blocks), ``tool_call``, ``echo_x2`` (twice its input),
+    ``error_stub``, ``special_tokens`` and ``nul`` (digests with those in them).
+    Every prompt is kept in ``calls`` and, with ``log_path``, appended to a
+    JSON-lines file so calls can be counted across processes.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    mode: SummarizerMode = "ok"
+    error: BaseException | None = None
+    delay: float = 0.0
+    release: threading.Event | None = None
+    digest_words: int = 12
+    log_path: str | None = None
+    calls: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "tiermem-fake-summarizer"
+
+    def _digest(self, prompt: str) -> str:
+        body = prompt.rsplit("Conversation:\n", 1)[-1]
+        words = body.split()
+        return f"Digest of {len(body.splitlines())} lines: " + " ".join(words[: self.digest_words])
+
+    def _answer(self, prompt: str) -> Any:
+        mode = self.mode
+        if mode == "raise":
+            raise self.error or RuntimeError("summarizer failed")
+        if mode == "sleep":
+            if self.release is not None:
+                self.release.wait(self.delay or None)
+            else:
+                time.sleep(self.delay)
+            return self._digest(prompt)
+        answers: dict[str, Any] = {
+            "ok": lambda: self._digest(prompt),
+            "empty": lambda: "",
+            "whitespace": lambda: "   \n\t ",
+            "none": lambda: None,
+            "list_blocks": lambda: [{"type": "text", "text": self._digest(prompt)}],
+            "echo_x2": lambda: prompt + prompt,
+            "error_stub": lambda: "Error generating summary: rate limited",
+            "special_tokens": lambda: self._digest(prompt) + " <|endoftext|> \u202eRTL \U0001f600",
+            "nul": lambda: self._digest(prompt) + " with\x00nul",
+            "tool_call": lambda: AIMessage(
+                content="", tool_calls=[{"name": "search", "args": {}, "id": "call_x"}]
+            ),
+        }
+        return answers[mode]()
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = "\n".join(str(m.content) for m in messages)
+        self.calls.append(prompt)
+        if self.log_path:
+            with open(self.log_path, "a", encoding="utf-8") as log:
+                log.write(json.dumps({"chars": len(prompt), "prompt": prompt[:2000]}) + "\n")
+        answer = self._answer(prompt)
+        message = answer if isinstance(answer, AIMessage) else AIMessage(content=answer or "")
+        if answer is None:
+            message = AIMessage(content="")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+@dataclass
+class SignalRecorder:
+    """Records (signal name, kwargs) of every tiermem signal sent by ``sender``."""
+
+    sender: object | None = None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        """The names of the recorded signals, in order."""
+        return [name for name, _ in self.events]
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        """The kwargs of every recorded ``name`` signal."""
+        return [kwargs for event, kwargs in self.events if event == name]
+
+    @contextmanager
+    def recording(self) -> Iterator[SignalRecorder]:
+        """Connect to every signal for the duration of the block."""
+        handlers = []
+        for name in signals.SIGNAL_NAMES:
+
+            def handler(sender: object, _name: str = name, **kwargs: Any) -> None:
+                self.events.append((_name, kwargs))
+
+            sig = signals.signal(name)
+            if self.sender is None:
+                sig.connect(handler, weak=False)
+            else:
+                sig.connect(handler, sender=self.sender, weak=False)
+            handlers.append((sig, handler))
+        try:
+            yield self
+        finally:
+            for sig, handler in handlers:
+                sig.disconnect(handler)
+
+
+def check_invariants(target: Engine | Any) -> None:
+    """Raise ``AssertionError`` listing every broken invariant.
+
+    Args:
+        target: an engine or a ``ConversationMemory``.
+    """
+    engine = getattr(target, "engine", target)
+    problems = find_violations(engine)
+    if problems:
+        raise AssertionError("tiermem invariants broken:\n" + "\n".join(problems))
+
+
+class ManualClock:
+    """A clock for tests: returns ``now`` until moved with :meth:`advance` or :meth:`set`."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
+        """Move forward by ``delta`` (or ``timedelta(**kwargs)``); returns the new time."""
+        self.now += delta if delta is not None else timedelta(**kwargs)
+        return self.now
+
+    def set(self, moment: datetime) -> None:
+        """Jump to ``moment`` (aware)."""
+        self.now = moment

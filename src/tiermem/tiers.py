@@ -1,0 +1,88 @@
+"""Access tiers: how recently a session or memory item was used. Pure, no I/O."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .errors import InvalidArgument
+
+__all__ = [
+    "ACTIVE_BOOST",
+    "EXPIRED_BOOST",
+    "RECENT_BOOST",
+    "MemoryTier",
+    "TierPolicy",
+    "calculate_tier",
+    "tier_boost",
+]
+
+#: Search-ranking boost of an item in the ACTIVE tier.
+ACTIVE_BOOST = 0.3
+#: Search-ranking boost of an item in the RECENT tier.
+RECENT_BOOST = 0.1
+#: Search-ranking penalty of an item in the EXPIRED tier.
+EXPIRED_BOOST = -0.2
+
+
+class MemoryTier(enum.StrEnum):
+    """How recently a session (or memory item) was read or written."""
+
+    ACTIVE = "active"
+    RECENT = "recent"
+    ARCHIVED = "archived"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class TierPolicy:
+    """Age thresholds of the tiers; an age equal to a threshold falls in the older tier,
+    except ``expired_after``: only strictly older items are EXPIRED."""
+
+    active_within: timedelta = timedelta(hours=1)
+    recent_within: timedelta = timedelta(hours=24)
+    expired_after: timedelta = timedelta(days=30)
+
+    def __post_init__(self) -> None:
+        if not (timedelta(0) < self.active_within <= self.recent_within <= self.expired_after):
+            raise InvalidArgument(
+                "TierPolicy needs 0 < active_within <= recent_within <= expired_after"
+            )
+
+
+DEFAULT_POLICY = TierPolicy()
+
+
+def calculate_tier(
+    last_accessed: datetime | None, now: datetime, policy: TierPolicy = DEFAULT_POLICY
+) -> MemoryTier:
+    """Return the tier of an item last accessed at ``last_accessed``.
+
+    Never accessed (``None``) is ARCHIVED, as in the seed. A ``last_accessed``
+    in the future counts as "now" (ACTIVE), never as something newer.
+
+    Raises:
+        InvalidArgument: if a datetime is naive.
+    """
+    if now.tzinfo is None or (last_accessed is not None and last_accessed.tzinfo is None):
+        raise InvalidArgument("calculate_tier needs timezone-aware datetimes")
+    if last_accessed is None:
+        return MemoryTier.ARCHIVED
+    age = max(now - last_accessed, timedelta(0))
+    if age < policy.active_within:
+        return MemoryTier.ACTIVE
+    if age < policy.recent_within:
+        return MemoryTier.RECENT
+    if age > policy.expired_after:
+        return MemoryTier.EXPIRED
+    return MemoryTier.ARCHIVED
+
+
+def tier_boost(tier: MemoryTier | str) -> float:
+    """Ranking boost of a tier: ACTIVE +0.3, RECENT +0.1, ARCHIVED 0, EXPIRED -0.2."""
+    return {
+        MemoryTier.ACTIVE: ACTIVE_BOOST,
+        MemoryTier.RECENT: RECENT_BOOST,
+        MemoryTier.EXPIRED: EXPIRED_BOOST,
+    }.get(MemoryTier(tier), 0.0)

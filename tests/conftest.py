@@ -1,0 +1,141 @@
+"""Shared fixtures: a SQLite file and a fresh PostgreSQL schema per test.
+
+PostgreSQL comes from ``TIERMEM_TEST_PG_URL`` (default: the local server with
+trust auth). An unreachable server fails the PostgreSQL tests; they never skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, settings
+from sqlalchemy.engine import Engine
+
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem.testing import FakeSummarizer, ManualClock, check_invariants
+
+PG_URL = os.environ.get(
+    "TIERMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+settings.register_profile(
+    "default", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("soak", max_examples=1000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def sqlite_engine(path: Path) -> Engine:
+    """An engine on a SQLite file (tiermem adds WAL, busy_timeout, BEGIN IMMEDIATE)."""
+    return sa.create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False})
+
+
+def pg_admin() -> Engine:
+    """An engine for creating and dropping test schemas."""
+    return sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
+
+
+def pg_engine_for(schema: str) -> Engine:
+    """An engine whose connections use ``schema`` and a recognizable application name."""
+    return sa.create_engine(
+        PG_URL,
+        pool_pre_ping=True,
+        connect_args={
+            "options": f"-csearch_path={schema}",
+            "application_name": f"tiermem-test-{os.getpid()}",
+        },
+    )
+
+
+def _create_schema() -> str:
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = pg_admin()
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    except sa.exc.OperationalError as exc:
+        pytest.fail(f"PostgreSQL at {PG_URL} is unreachable: {exc}", pytrace=False)
+    finally:
+        admin.dispose()
+    return schema
+
+
+def _drop_schema(schema: str) -> None:
+    admin = pg_admin()
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    admin.dispose()
+
+
+@pytest.fixture(name="pg_schema")
+def fixture_pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema, dropped after the test."""
+    schema = _create_schema()
+    yield schema
+    _drop_schema(schema)
+
+
+@pytest.fixture(name="backend", params=["sqlite", "postgres"])
+def fixture_backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend under test."""
+    return str(request.param)
+
+
+@pytest.fixture(name="engine")
+def fixture_engine(backend: str, tmp_path: Path) -> Iterator[Engine]:
+    """An engine on a fresh SQLite file or a fresh PostgreSQL schema."""
+    if backend == "sqlite":
+        engine = sqlite_engine(tmp_path / "tiermem.db")
+        yield engine
+        engine.dispose()
+        return
+    schema = _create_schema()
+    engine = pg_engine_for(schema)
+    yield engine
+    engine.dispose()
+    _drop_schema(schema)
+
+
+@pytest.fixture(name="clock")
+def fixture_clock() -> ManualClock:
+    """A manual clock starting 2026-01-01 12:00 UTC."""
+    return ManualClock()
+
+
+MemoryFactory = Callable[..., ConversationMemory]
+
+
+@pytest.fixture(name="make_memory")
+def fixture_make_memory(engine: Engine, clock: ManualClock) -> Iterator[MemoryFactory]:
+    """Build memories on the test engine; each is closed and checked after the test."""
+    made: list[ConversationMemory] = []
+
+    def make(**kwargs: Any) -> ConversationMemory:
+        kwargs.setdefault("clock", clock)
+        kwargs.setdefault("config", MemoryConfig())
+        memory = ConversationMemory(engine=engine, **kwargs)
+        made.append(memory)
+        return memory
+
+    yield make
+    for memory in made:
+        memory.close()
+    if made:
+        check_invariants(engine)
+
+
+@pytest.fixture(name="memory")
+def fixture_memory(make_memory: MemoryFactory) -> ConversationMemory:
+    """A memory with a small budget and the deterministic fake summarizer."""
+    return make_memory(
+        config=MemoryConfig(
+            max_tokens=400, max_entries=40, recent_window=4, min_entries_to_compress=2
+        ),
+        summarizer=FakeSummarizer(),
+    )

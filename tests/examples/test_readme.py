@@ -1,0 +1,38 @@
+"""The README's quick start runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def quick_start() -> str:
+    """The first Python block after the "Quick start" heading."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    return match.group(1)
+
+
+def test_quick_start_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quick start compresses, keeps the context in budget and finds an original."""
+    monkeypatch.chdir(tmp_path)
+    code = quick_start()
+    assert len(code.strip().splitlines()) <= 15
+    namespace: dict[str, object] = {}
+    exec(compile(code, str(README), "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "saved" in out and "total_entries=200" in out
+    assert "question 7: when does order 7 ship?" in out
+    assert (tmp_path / "tiermem.db").exists()
+    mem = namespace["mem"]
+    context = namespace["context"]
+    assert mem.counter.count_messages(context) <= 2_000  # type: ignore[attr-defined]
+    mem.close()  # type: ignore[attr-defined]

@@ -1,0 +1,63 @@
+"""Test helpers: a canonical dump of the tiermem tables and a provider-shape check."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import sqlalchemy as sa
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from sqlalchemy.engine import Engine
+from sqlmodel import SQLModel
+
+from tiermem import is_summary_message
+
+#: Session-row columns a failed compression may change by design: it releases its
+#: claim and records the failure for the automatic trigger's backoff.
+COMPRESSION_BOOKKEEPING = frozenset(
+    {"claim_token", "claim_expires_at", "failures", "backoff_until"}
+)
+
+
+def canonical_dump(engine: Engine, *, ignore: Collection[str] = ()) -> str:
+    """Every row of every ``tiermem*`` table, sorted, as one string.
+
+    Args:
+        ignore: column names left out of the dump (in every table).
+    """
+    lines: list[str] = []
+    with engine.connect() as conn:
+        names = sorted(n for n in sa.inspect(conn).get_table_names() if n.startswith("tiermem"))
+        for name in names:
+            # Reflect only tables the models do not declare (reflection is slow).
+            table = SQLModel.metadata.tables.get(name)
+            if table is None:
+                table = sa.Table(name, sa.MetaData(), autoload_with=conn)
+            columns = [c for c in table.columns if c.name not in ignore]
+            rows = sorted(repr(tuple(row)) for row in conn.execute(sa.select(*columns)))
+            lines.append(f"== {name} ({', '.join(c.name for c in columns)}): {len(rows)} rows")
+            lines.extend(rows)
+    return "\n".join(lines)
+
+
+def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:
+    """Fail unless ``messages`` is a valid chat-model input: at most one leading system
+    summary, and every assistant tool call immediately followed by exactly its results
+    (OpenAI's and Anthropic's rule), with no tool result anywhere else."""
+    summaries = [i for i, message in enumerate(messages) if is_summary_message(message)]
+    assert summaries in ([], [0]), f"summary messages at {summaries}"
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        assert not isinstance(message, ToolMessage), f"tool result without its call at {index - 1}"
+        if isinstance(message, AIMessage) and message.tool_calls:
+            expected = {str(call["id"]) for call in message.tool_calls}
+            answered: list[str] = []
+            while index < len(messages) and isinstance(messages[index], ToolMessage):
+                tool_message = messages[index]
+                assert isinstance(tool_message, ToolMessage)
+                answered.append(tool_message.tool_call_id)
+                index += 1
+            assert sorted(answered) == sorted(expected), (
+                f"call {sorted(expected)} answered by {answered}"
+            )

@@ -1,0 +1,225 @@
+"""T20: every write unit takes its lock up front; pooled SQLite connections are set up."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from sqlalchemy.engine import Engine
+
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem.errors import StorageBusy
+from tiermem.testing import FakeSummarizer, ManualClock
+
+from ..conftest import MemoryFactory
+
+WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER")
+MARK_BEGIN, MARK_END = "<begin>", "<end>"
+
+
+@contextmanager
+def captured(engine: Engine) -> Iterator[list[str]]:
+    """Every statement sent on ``engine``, with transaction boundaries as markers."""
+    log: list[str] = []
+
+    def on_begin(_conn: Any) -> None:
+        log.append(MARK_BEGIN)
+
+    def on_end(_conn: Any) -> None:
+        log.append(MARK_END)
+
+    def on_statement(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        log.append(" ".join(statement.split()))
+
+    listeners: list[tuple[str, Callable[..., None]]] = [
+        ("begin", on_begin),
+        ("commit", on_end),
+        ("rollback", on_end),
+        ("before_cursor_execute", on_statement),
+    ]
+    for name, listener in listeners:
+        sa.event.listen(engine, name, listener)
+    try:
+        yield log
+    finally:
+        for name, listener in listeners:
+            sa.event.remove(engine, name, listener)
+
+
+def units(log: list[str]) -> list[list[str]]:
+    """The statements of each transaction, in order (markers removed).
+
+    On SQLite tiermem sends its ``BEGIN`` from a ``begin`` listener of its own,
+    just before the marker; it is counted as the unit's first statement.
+    """
+    result: list[list[str]] = []
+    current: list[str] | None = None
+    opening: str | None = None
+    for item in log:
+        if item == MARK_BEGIN:
+            current = [opening] if opening else []
+            opening = None
+            result.append(current)
+        elif item == MARK_END:
+            current = None
+        elif current is None and item.upper().startswith("BEGIN"):
+            opening = item
+        else:
+            assert current is not None or item.upper().startswith("PRAGMA"), (
+                f"statement outside a transaction: {item[:80]}"
+            )
+            if current is not None:
+                current.append(item)
+    return result
+
+
+def _is_write(statement: str) -> bool:
+    return statement.upper().startswith(WRITES) or " RETURNING " in statement.upper()
+
+
+def _locks_session(statement: str) -> bool:
+    upper = statement.upper()
+    return (
+        ("FROM TIERMEM_SESSION" in upper and "FOR UPDATE" in upper)
+        or upper.startswith("UPDATE TIERMEM_SESSION")
+        or "PG_ADVISORY_XACT_LOCK" in upper
+    )
+
+
+def _exercise(memory: ConversationMemory, clock: ManualClock) -> None:
+    """One call of every public write path of a memory."""
+    memory.add_user_message("s", "hello")
+    memory.add_messages(
+        "s",
+        [
+            AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+            ToolMessage("r", tool_call_id="c1", name="f"),
+            HumanMessage("more"),
+        ],
+    )
+    for index in range(6):
+        memory.add_assistant_message("s", f"answer {index}")
+    memory.get_messages("s")
+    memory.compress("s", force=True)
+    state = memory.export_session("s")
+    memory.import_session(state, session_id="copy")
+    memory.track_access("copy")
+    clock.advance(days=31)
+    memory.add_user_message("fresh", "x")
+    memory.recalculate_tiers()
+    memory.prune_expired()
+    memory.clear_session("fresh")
+
+
+def test_every_write_unit_locks_first(make_memory: MemoryFactory, clock: ManualClock) -> None:
+    """On SQLite every write transaction starts with BEGIN IMMEDIATE; on PostgreSQL with
+    SET LOCAL lock_timeout and then the session lock (FOR UPDATE, UPDATE of the session
+    row, or the schema advisory lock) before any other write."""
+    memory = make_memory(config=MemoryConfig(auto_compress=False), summarizer=FakeSummarizer())
+    memory.list_sessions()
+    with captured(memory.engine) as log:
+        _exercise(memory, clock)
+    transactions = units(log)
+    writes = [unit for unit in transactions if any(_is_write(s) for s in unit)]
+    assert len(writes) >= 12
+    for unit in writes:
+        if memory.engine.dialect.name == "sqlite":
+            assert unit[0] == "BEGIN IMMEDIATE", unit[:3]
+            continue
+        assert unit[0].startswith("SET LOCAL lock_timeout"), unit[:3]
+        first_write = next(i for i, s in enumerate(unit) if _is_write(s))
+        assert any(_locks_session(s) for s in unit[1 : first_write + 1]), unit[:4]
+    if memory.engine.dialect.name == "sqlite":
+        reads = [unit for unit in transactions if unit not in writes]
+        assert all(unit[0] in ("BEGIN", "BEGIN IMMEDIATE") for unit in reads)
+
+
+def test_pooled_sqlite_connections_are_configured(tmp_path: Path) -> None:
+    """Every pooled SQLite connection has foreign keys on, WAL and a busy timeout >= 10 s."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    memory = ConversationMemory(engine=engine)
+    memory.add_user_message("s", "warm")
+    connections = [engine.connect() for _ in range(3)]
+    try:
+        for conn in connections:
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            assert raw.execute("PRAGMA foreign_keys").fetchone() == (1,)
+            assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+            assert raw.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
+    finally:
+        for conn in connections:
+            conn.close()
+        memory.close()
+
+
+def _raw(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+    conn.execute("PRAGMA busy_timeout = 100")
+    return conn
+
+
+def test_writer_waits_for_a_write_lock_instead_of_failing(tmp_path: Path) -> None:
+    """While another connection holds the write lock, an append waits (no instant
+    SQLITE_BUSY) and succeeds when the lock is released (the deferred-upgrade trap)."""
+    path = tmp_path / "x.db"
+    memory = ConversationMemory(f"sqlite:///{path}")
+    memory.add_user_message("s", "first")
+    holder = _raw(path)
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM tiermem_entry").fetchone()
+    holder.execute("UPDATE tiermem_session SET access_count = access_count")
+    done: list[float] = []
+
+    def append() -> None:
+        started = time.monotonic()
+        memory.add_user_message("s", "second")
+        done.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    time.sleep(0.5)
+    assert done == [], "the append did not wait for the write lock"
+    holder.execute("COMMIT")
+    thread.join(10)
+    assert not thread.is_alive() and done and done[0] >= 0.4
+    # A reader holding an old snapshot never blocks an append either.
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM tiermem_entry").fetchone()
+    started = time.monotonic()
+    memory.add_user_message("s", "third")
+    assert time.monotonic() - started < 1.0
+    holder.execute("COMMIT")
+    holder.close()
+    assert [e.seq for e in memory.get_entries("s")] == [1, 2, 3]
+    memory.close()
+
+
+def test_lock_timeout_raises_busy(make_memory: MemoryFactory, backend: str) -> None:
+    """A writer blocked longer than lock_timeout=0.3 raises StorageBusy after about 0.3 s
+    (not a fixed 30 s) and leaves no trace: the SQLite file lock, or on PostgreSQL the
+    session row held FOR UPDATE (T35 b)."""
+    memory = make_memory(lock_timeout=0.3)
+    memory.add_user_message("s", "first")
+    with ExitStack() as stack:
+        if backend == "sqlite":
+            assert memory.engine.url.database is not None
+            holder = stack.enter_context(closing(_raw(Path(memory.engine.url.database))))
+            holder.execute("BEGIN IMMEDIATE")
+        else:
+            conn = stack.enter_context(memory.engine.connect())
+            conn.execute(sa.text("SELECT pk FROM tiermem_session FOR UPDATE")).all()
+        started = time.monotonic()
+        with pytest.raises(StorageBusy):
+            memory.add_user_message("s", "blocked")
+        elapsed = time.monotonic() - started
+    assert 0.2 <= elapsed < 5.0
+    assert [e.seq for e in memory.get_entries("s")] == [1]

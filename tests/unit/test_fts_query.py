@@ -1,0 +1,193 @@
+"""Query tokenizing and FTS5 query building: any text is words, never syntax."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tiermem import fts
+from tiermem.tables import create_tables
+
+HOSTILE = [
+    '"',
+    '""',
+    "'",
+    "*",
+    "a*",
+    "AND",
+    "OR NOT",
+    "NEAR(",
+    "NEAR(a b, 2)",
+    "-",
+    "-foo",
+    ":",
+    "col:value",
+    "()",
+    "(a OR",
+    "^start",
+    "{a b}: c",
+    "'; DROP TABLE tiermem_entry; --",
+    "\\",
+    "%_",
+    "café naïve",
+    "東京タワー",
+    "emoji \U0001f600 party",
+    "tab\tnew\nline",
+]
+
+
+def test_tokenize_splits_on_everything_but_letters_and_digits() -> None:
+    """Punctuation, underscores and operators separate words; words are lower-cased."""
+    assert fts.tokenize('Deploy "FAILED" on host_42: error-code 3.14!') == [
+        "deploy",
+        "failed",
+        "on",
+        "host",
+        "42",
+        "error",
+        "code",
+        "3",
+        "14",
+    ]
+
+
+def test_tokenize_deduplicates_and_caps_the_number_of_words() -> None:
+    """Repeated words count once and a query keeps at most MAX_QUERY_WORDS words."""
+    assert fts.tokenize("a b a B") == ["a", "b"]
+    many = " ".join(f"w{i}" for i in range(100))
+    assert len(fts.tokenize(many)) == fts.MAX_QUERY_WORDS
+
+
+def test_tokenize_keeps_unicode_letters() -> None:
+    """Accented, CJK and other non-ASCII letters stay inside words."""
+    assert fts.tokenize("Café 東京タワー ÜBER") == ["café", "東京タワー", "über"]
+
+
+@pytest.mark.parametrize("query", ["", "   ", "!!!", '"" * ()', "-:-"])
+def test_tokenize_of_wordless_text_is_empty(query: str) -> None:
+    """Text without letters or digits has no words."""
+    assert fts.tokenize(query) == []
+
+
+def test_fts5_query_quotes_a_word() -> None:
+    """A word becomes one quoted FTS5 string; an embedded quote is doubled."""
+    assert fts.fts5_query("near") == '"near"'
+    assert fts.fts5_query('a"b') == '"a""b"'
+
+
+def test_tsquery_any_quotes_each_word() -> None:
+    """The PostgreSQL query ORs quoted lexemes; quotes and backslashes are escaped."""
+    assert fts.tsquery_any(["and", "or"]) == "'and' | 'or'"
+    assert fts.tsquery_any(["it's", "a\\b"]) == "'it''s' | 'a\\\\b'"
+
+
+def test_partition_ranges_are_disjoint_and_hold_every_id() -> None:
+    """Each partition owns the 2**32 rowids above its number shifted by 32 bits."""
+    low, high = fts.partition_range(5)
+    assert (low, high) == (5 << 32, (6 << 32) - 1)
+    assert fts.partition_range(6)[0] == high + 1
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_text_is_a_valid_fts5_query(query: str) -> None:
+    """Quotes, operators, column filters and unicode never become FTS5 syntax errors."""
+    connection = sqlite3.connect(":memory:")
+    connection.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(content, tokenize='unicode61 remove_diacritics 0')"
+    )
+    connection.execute("INSERT INTO t VALUES (?)", (f"stored {query} text",))
+    for word in fts.tokenize(query):
+        rows = connection.execute(
+            "SELECT rowid FROM t WHERE t MATCH ?", (fts.fts5_query(word),)
+        ).fetchall()
+        assert rows == [(1,)], word
+    connection.close()
+
+
+def _engine(path: Path) -> sa.Engine:
+    return sa.create_engine(f"sqlite:///{path}")
+
+
+def test_install_is_idempotent_and_rebuilds_over_existing_rows(tmp_path: Path) -> None:
+    """Installing twice is harmless, and an index installed over existing rows is complete."""
+    engine = _engine(tmp_path / "db.sqlite")
+    create_tables(engine)
+    with engine.begin() as conn:
+        fts.uninstall(conn, fts.ENTRY_INDEX)
+        conn.exec_driver_sql(
+            "INSERT INTO tiermem_session (project, session_id, created_at, last_accessed, "
+            "access_count, memory_tier, last_seq, entry_count, entry_tokens, active_count, "
+            "active_tokens, summary_count, summary_tokens, encoding, pending_calls, failures) "
+            "VALUES ('p', 's', '2026-01-01', '2026-01-01', 0, 'active', 1, 1, 1, 1, 1, 0, 0, "
+            "'cl100k_base', '{}', 0)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO tiermem_entry (session_pk, seq, type, role, content, message, "
+            "timestamp, token_count, pinned, meta) VALUES (1, 1, 'message', 'user', "
+            "'an older walrus fact', '{}', '2026-01-01', 1, 0, '{}')"
+        )
+    create_tables(engine)
+    create_tables(engine)
+    with engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT rowid FROM tiermem_entry_fts WHERE tiermem_entry_fts MATCH ?",
+            (fts.fts5_query("walrus"),),
+        ).all()
+        conn.exec_driver_sql(
+            "INSERT INTO tiermem_entry_fts(tiermem_entry_fts, rank) VALUES ('integrity-check', 1)"
+        )
+    assert [row[0] for row in found] == [(1 << 32) + 1]
+    engine.dispose()
+
+
+def test_uninstall_removes_every_object(tmp_path: Path) -> None:
+    """Uninstalling drops the FTS table, its view and its triggers."""
+    engine = _engine(tmp_path / "db.sqlite")
+    create_tables(engine)
+    with engine.begin() as conn:
+        fts.uninstall(conn, fts.ENTRY_INDEX)
+        names = {
+            row[0]
+            for row in conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE name LIKE 'tiermem_entry_fts%'"
+            )
+        }
+    assert names == set()
+    engine.dispose()
+
+
+def test_matches_carry_a_mask_per_row_and_stay_in_their_partition(tmp_path: Path) -> None:
+    """Bit i of a row's mask says it holds word i; a partition sees only its own rows."""
+    engine = _engine(tmp_path / "db.sqlite")
+    create_tables(engine)
+    with engine.begin() as conn:
+        for pk in (1, 2):
+            conn.exec_driver_sql(
+                "INSERT INTO tiermem_session (project, session_id, created_at, last_accessed, "
+                "access_count, memory_tier, last_seq, entry_count, entry_tokens, active_count, "
+                "active_tokens, summary_count, summary_tokens, encoding, pending_calls, "
+                "failures) VALUES ('p', ?, '2026-01-01', '2026-01-01', 0, 'active', 0, 0, 0, "
+                "0, 0, 0, 0, 'cl100k_base', '{}', 0)",
+                (f"s{pk}",),
+            )
+        for session_pk, seq, text in (
+            (1, 1, "apple pie"),
+            (1, 2, "pear and apple"),
+            (1, 3, "pear"),
+            (2, 1, "apple"),
+        ):
+            conn.exec_driver_sql(
+                "INSERT INTO tiermem_entry (session_pk, seq, type, role, content, message, "
+                "timestamp, token_count, pinned, meta) VALUES (?, ?, 'message', 'user', ?, "
+                "'{}', '2026-01-01', 1, 0, '{}')",
+                (session_pk, seq, text),
+            )
+    with engine.connect() as conn:
+        inside = fts.sqlite_matches(conn, fts.ENTRY_INDEX, ["apple", "pear"], 1)
+        everywhere = fts.sqlite_matches(conn, fts.ENTRY_INDEX, ["apple"])
+    assert inside == {1: 0b01, 2: 0b11, 3: 0b10}
+    assert everywhere == {1: 1, 2: 1, 4: 1}
+    engine.dispose()
