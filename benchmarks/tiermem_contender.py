@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from base import MAX_TOKENS, SESSION_ID, Contender
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from sqlalchemy import Engine, create_engine, text
 
 from tiermem import ConversationMemory, MemoryConfig
@@ -29,10 +29,10 @@ class TiermemContender(Contender[list[BaseMessage]]):
             self._memory = ConversationMemory(url=url, config=config, summarizer=FakeSummarizer())
 
     def step(self, human: str, ai: str) -> list[BaseMessage]:
-        """Add both messages and get the context."""
-        self._memory.add_user_message(SESSION_ID, human)
-        self._memory.add_assistant_message(SESSION_ID, ai)
-        return list(self._memory.get_messages(SESSION_ID))
+        """Store the exchange in one transaction (as ``save_context`` and
+        ``BaseChatMessageHistory.add_messages`` do), then get the context."""
+        self._memory.add_messages(SESSION_ID, [HumanMessage(human), AIMessage(ai)])
+        return self._memory.get_messages(SESSION_ID)
 
     def texts(self, context: list[BaseMessage]) -> list[str]:
         """Return the message texts."""

@@ -50,6 +50,14 @@ SELECT_ACTIVE = (
     .order_by(E.seq)
 )
 
+#: The stored messages of the active entries of session :pk in seq order: all a
+#: model's context needs of them.
+SELECT_ACTIVE_MESSAGES = (
+    sa.select(E.message)
+    .where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None))
+    .order_by(E.seq)
+)
+
 #: Top-level summaries of session :pk, oldest first.
 SELECT_TOP_SUMMARIES = (
     sa.select(summary_table)

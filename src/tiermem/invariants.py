@@ -559,7 +559,7 @@ def _deep(conn: Connection) -> list[str]:
         try:
             rendered = render_messages(
                 store.read_summaries(conn, session, with_ids=False),
-                store.read_entries(conn, session, active_only=True),
+                store.read_active_messages(conn, session),
             )
         except Exception as exc:  # a row that cannot be read back is reported, not raised
             problems.append(f"I7 session {sid!r}: context cannot be rendered: {exc!r}")

@@ -6,6 +6,7 @@ makes each method's sync and async twin share one body in :mod:`tiermem._ops`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # the deprecated base class is imported lazily at run time
 __all__ = ["ConversationMemory"]
 
 Window = tuple[list[MemorySummary], list[MemoryEntry]]
-MessageWindow = tuple[list[SummaryText], list[MemoryEntry]]
+MessageWindow = tuple[list[SummaryText], list[BaseMessage]]
 #: SQL integers are signed 64-bit: larger limits and offsets are clamped to this.
 _MAX_SQL_INT = 2**62
 
@@ -185,11 +186,21 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
             worker.shutdown(wait=True)
         self._db.dispose()
 
+    async def aclose(self) -> None:
+        """Async :meth:`close`: drains background compression off the event loop."""
+        await asyncio.to_thread(self.close)
+
     def __enter__(self) -> ConversationMemory:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> ConversationMemory:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # ------------------------------------------------------------------ writing
 
@@ -437,12 +448,10 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
         return (yield from self._op_read(session_id, self._read_window, empty))
 
     @staticmethod
-    def _read_message_window(
-        conn: Connection, session: RowMapping
-    ) -> tuple[list[SummaryText], list[MemoryEntry]]:
+    def _read_message_window(conn: Connection, session: RowMapping) -> MessageWindow:
         return (
             store.read_summary_texts(conn, session),
-            store.read_entries(conn, session, active_only=True),
+            store.read_active_messages(conn, session),
         )
 
     def _op_message_window(self, session_id: str) -> Op[MessageWindow]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages.tool import ToolCall
 
 from ._messages import SUMMARY_MARKER, render_text, tool_call_ids
 from .models import MemoryEntry, MemorySummary
 
 __all__ = [
+    "MISSING_RESULT_MARKER",
     "SUMMARY_HEADER",
     "SummaryText",
     "context_text",
@@ -44,45 +46,79 @@ def summary_message(summaries: Sequence[MemorySummary | SummaryText]) -> SystemM
     )
 
 
-def provider_order(entries: Sequence[MemoryEntry]) -> list[BaseMessage]:
-    """Entries as messages, each tool result moved right after the call it answers.
+#: ``additional_kwargs`` key marking a stand-in result (see :func:`provider_order`).
+MISSING_RESULT_MARKER = "tiermem_missing_result"
+MISSING_RESULT_TEXT = "No result was recorded for this tool call before the conversation went on."
+
+
+def _missing_result(call: ToolCall) -> ToolMessage:
+    """The stand-in for the result of a call the conversation went on without."""
+    call_id = call["id"] or ""
+    return ToolMessage(
+        content=MISSING_RESULT_TEXT,
+        tool_call_id=call_id,
+        name=call["name"],
+        status="error",
+        id=f"tiermem-missing-{call_id}",
+        additional_kwargs={MISSING_RESULT_MARKER: True},
+    )
+
+
+def provider_order(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Messages in seq order, made provider-valid: each tool call directly followed
+    by its results.
 
     Results normally follow their call already; a message appended between a
     call and its result would otherwise break the provider rule that an
-    assistant tool call is immediately followed by its results. A result pairs
-    with the latest earlier call of its id (the one that was pending when it
-    was stored), so an id reused after it was answered keeps its own results.
+    assistant tool call is immediately followed by its results, so the result is
+    moved up. A result pairs with the latest earlier call of its id (the one that
+    was pending when it was stored), so an id reused after it was answered keeps
+    its own results. A call still unanswered when later messages follow (the
+    conversation went on without it) gets a stand-in error result, marked with
+    :data:`MISSING_RESULT_MARKER`, in the rendered context only; the store is
+    untouched, and a real result added later takes its place. An unanswered
+    call at the end stays as it is: its tool is presumably still running.
     """
     answers: dict[int, list[ToolMessage]] = {}
     placed: set[int] = set()
     open_calls: dict[str, int] = {}
-    for index, entry in enumerate(entries):
-        message = entry.message
+    for index, message in enumerate(messages):
         if isinstance(message, ToolMessage):
             owner = open_calls.pop(message.tool_call_id, None)
             if owner is not None:
                 answers.setdefault(owner, []).append(message)
                 placed.add(index)
         open_calls.update(dict.fromkeys(tool_call_ids(message), index))
+    if not placed and not open_calls:
+        return list(messages)
+    unanswered: dict[int, list[str]] = {}
+    for call_id, owner in open_calls.items():
+        unanswered.setdefault(owner, []).append(call_id)
+    last = max((i for i in range(len(messages)) if i not in placed), default=-1)
     ordered: list[BaseMessage] = []
-    for index, entry in enumerate(entries):
+    for index, message in enumerate(messages):
         if index in placed:
             continue
-        ordered.append(entry.message)
+        ordered.append(message)
         results = answers.get(index, [])
+        if index in unanswered and index < last and isinstance(message, AIMessage):
+            missing = set(unanswered[index])
+            results = results + [
+                _missing_result(c) for c in message.tool_calls if c["id"] in missing
+            ]
         if results:  # in the order of the calls, as providers show them
-            position = {call_id: n for n, call_id in enumerate(tool_call_ids(entry.message))}
+            position = {call_id: n for n, call_id in enumerate(tool_call_ids(message))}
             results.sort(key=lambda result: position[result.tool_call_id])
             ordered.extend(results)
     return ordered
 
 
 def render_messages(
-    summaries: Sequence[MemorySummary | SummaryText], entries: Sequence[MemoryEntry]
+    summaries: Sequence[MemorySummary | SummaryText], messages: Sequence[BaseMessage]
 ) -> list[BaseMessage]:
-    """The summary message (if any) followed by the active entries, provider-valid."""
+    """The summary message (if any) followed by the active messages, provider-valid."""
     head: list[BaseMessage] = [summary_message(summaries)] if summaries else []
-    return head + provider_order(entries)
+    return head + provider_order(messages)
 
 
 def context_text(summaries: Sequence[MemorySummary], entries: Sequence[MemoryEntry]) -> str:

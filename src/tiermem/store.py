@@ -347,6 +347,13 @@ def read_entries(
     return [_entry(session["session_id"], row) for row in conn.execute(query).mappings()]
 
 
+def read_active_messages(conn: Connection, session: RowMapping) -> list[BaseMessage]:
+    """The messages of the active entries in seq order, without the entries' other
+    columns: the hot read of ``get_messages`` parses nothing it does not return."""
+    rows = conn.execute(_sql.SELECT_ACTIVE_MESSAGES, {"pk_": session["pk"]}).scalars()
+    return [deserialize(text) for text in rows]
+
+
 # --------------------------------------------------------------------------- summaries
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -151,6 +152,41 @@ def test_background_mode(make_memory: MemoryFactory) -> None:
     stats = reader.get_stats("s")
     assert stats.summaries >= 1 and stats.compressed_entries >= 2
     assert stats.total_entries == 10
+
+
+def test_async_context_manager_drains_background_compression(
+    make_memory: MemoryFactory,
+) -> None:
+    """``async with`` / ``aclose()`` wait for the background worker without blocking
+    the event loop: a task on the loop keeps running while the drain waits."""
+    release = threading.Event()
+    summarizer = FakeSummarizer(mode="sleep", release=release, delay=10)
+    config = MemoryConfig(
+        max_entries=6, recent_window=2, min_entries_to_compress=2, background=True
+    )
+    memory = make_memory(config=config, summarizer=summarizer)
+
+    async def scenario() -> int:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                if ticks == 5:
+                    release.set()  # the summarizer answers only once the loop has run
+                await asyncio.sleep(0.01)
+
+        async with memory:
+            for i in range(10):
+                await memory.aadd_user_message("s", f"message {i}")
+            task = asyncio.create_task(ticker())
+        task.cancel()
+        return ticks
+
+    assert asyncio.run(scenario()) >= 5
+    stats = make_memory().get_stats("s")
+    assert stats.summaries >= 1 and stats.total_entries == 10
 
 
 def test_first_messages_of_a_new_session_in_context(make_memory: MemoryFactory) -> None:

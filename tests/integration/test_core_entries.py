@@ -13,7 +13,14 @@ from langchain_core.messages import (
 )
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, EntryType, MemoryConfig, SessionStats, is_summary_message
+from tiermem import (
+    MISSING_RESULT_MARKER,
+    ConversationMemory,
+    EntryType,
+    MemoryConfig,
+    SessionStats,
+    is_summary_message,
+)
 from tiermem.errors import InvalidArgument, SessionNotFound
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
@@ -201,6 +208,30 @@ def test_unanswered_call_at_tail_is_returned(make_memory: MemoryFactory) -> None
     memory.add_tool_call("s", "t", {}, call_id="pending")
     messages = memory.get_messages("s")
     assert isinstance(messages[-1], AIMessage) and messages[-1].tool_calls[0]["id"] == "pending"
+
+
+def test_call_the_conversation_went_on_without(make_memory: MemoryFactory) -> None:
+    """A pending call followed by other messages reads back with a stand-in error
+    result, so the context stays provider-valid; nothing extra is stored, and the
+    real result, when it comes, takes the stand-in's place."""
+    memory = make_memory(config=NO_AUTO)
+    memory.add_tool_call("s", "slow_tool", {"q": 1}, call_id="late")
+    memory.add_user_message("s", "never mind, tell me a joke")
+    memory.add_assistant_message("s", "Why did the token cross the window?")
+    messages = memory.get_messages("s")
+    assert_provider_valid(messages)
+    stand_in = messages[1]
+    assert isinstance(stand_in, ToolMessage) and stand_in.tool_call_id == "late"
+    assert stand_in.status == "error" and stand_in.additional_kwargs == {
+        MISSING_RESULT_MARKER: True
+    }
+    assert memory.get_stats("s").total_entries == 3
+
+    memory.add_tool_result("s", "slow_tool", "the real answer", call_id="late")
+    messages = memory.get_messages("s")
+    assert_provider_valid(messages)
+    assert [m.text for m in messages[:3]] == ["", "the real answer", "never mind, tell me a joke"]
+    assert not any(MISSING_RESULT_MARKER in m.additional_kwargs for m in messages)
 
 
 def test_context_for_llm_format(make_memory: MemoryFactory, clock: ManualClock) -> None:

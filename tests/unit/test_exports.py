@@ -6,6 +6,7 @@ import tiermem
 
 EXPECTED = [
     "DEFAULT_SUMMARY_PROMPT",
+    "MISSING_RESULT_MARKER",
     "CompressionResult",
     "ConversationMemory",
     "Database",
