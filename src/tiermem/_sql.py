@@ -50,13 +50,21 @@ SELECT_ACTIVE = (
     .order_by(E.seq)
 )
 
-#: The stored messages of the active entries of session :pk in seq order: all a
-#: model's context needs of them.
-SELECT_ACTIVE_MESSAGES = (
-    sa.select(E.message)
-    .where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None))
-    .order_by(E.seq)
-)
+#: All ``get_messages`` reads of session :pk, in one statement: the top-level
+#: summaries (kind 0: id and text, oldest first), then the stored messages of the
+#: active entries (kind 1, in seq order).
+SELECT_MESSAGE_WINDOW = sa.union_all(
+    sa.select(
+        sa.literal_column("0").label("kind"),
+        M.first_seq.label("k1"),
+        M.level.label("k2"),
+        M.id.label("ref"),
+        M.content.label("body"),
+    ).where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None)),
+    sa.select(sa.literal_column("1"), E.seq, sa.literal_column("0"), E.id, E.message).where(
+        E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None)
+    ),
+).order_by(sa.literal_column("kind"), sa.literal_column("k1"), sa.literal_column("k2"))
 
 #: Top-level summaries of session :pk, oldest first.
 SELECT_TOP_SUMMARIES = (

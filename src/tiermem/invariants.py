@@ -557,10 +557,7 @@ def _deep(conn: Connection) -> list[str]:
                         f"recounted {recount}"
                     )
         try:
-            rendered = render_messages(
-                store.read_summaries(conn, session, with_ids=False),
-                store.read_active_messages(conn, session),
-            )
+            rendered = render_messages(*store.read_message_window(conn, session))
         except Exception as exc:  # a row that cannot be read back is reported, not raised
             problems.append(f"I7 session {sid!r}: context cannot be rendered: {exc!r}")
             continue
@@ -627,12 +624,14 @@ def provider_shape_problems(
 
     Args:
         pending: ids of calls known to be still running (their results have not
-            been added yet); they are exempt wherever they are, since no store
-            can place a result it does not have.
+            been added yet); a missing result of theirs is no problem wherever
+            they are, since no store can place a result it does not have (a
+            stand-in result right after the call is fine too).
         allow_pending_tail: also exempt unanswered calls of the last assistant
             message (a conversation in progress).
     """
     problems: list[str] = []
+    exempt = set(pending)
     seen: Counter[str] = Counter()
     waiting: set[str] = set()
     in_results = False
@@ -645,18 +644,19 @@ def provider_shape_problems(
                 )
             waiting.discard(message.tool_call_id)
             continue
-        if waiting:
-            problems.append(f"message {index}: calls {sorted(waiting)} are not answered in time")
-            waiting = set()
+        late = waiting - exempt
+        if late:
+            problems.append(f"message {index}: calls {sorted(late)} are not answered in time")
+        waiting = set()
         in_results = False
         if isinstance(message, AIMessage) and message.tool_calls:
             ids = tool_call_ids(message)
             seen.update(ids)
-            waiting, in_results = set(ids) - set(pending), True
+            waiting, in_results = set(ids), True
             if provider == "anthropic":
                 problems += [f"message {index}: a tool call without an id" for c in ids if not c]
-    if waiting and not allow_pending_tail:
-        problems.append(f"the conversation ends with unanswered calls {sorted(waiting)}")
+    if waiting - exempt and not allow_pending_tail:
+        problems.append(f"the conversation ends with unanswered calls {sorted(waiting - exempt)}")
     problems += [f"tool call id {cid!r} appears {n} times" for cid, n in seen.items() if n > 1]
     return problems
 

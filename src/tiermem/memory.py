@@ -449,10 +449,7 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
 
     @staticmethod
     def _read_message_window(conn: Connection, session: RowMapping) -> MessageWindow:
-        return (
-            store.read_summary_texts(conn, session),
-            store.read_active_messages(conn, session),
-        )
+        return store.read_message_window(conn, session)
 
     def _op_message_window(self, session_id: str) -> Op[MessageWindow]:
         empty: MessageWindow = ([], [])

@@ -347,32 +347,24 @@ def read_entries(
     return [_entry(session["session_id"], row) for row in conn.execute(query).mappings()]
 
 
-def read_active_messages(conn: Connection, session: RowMapping) -> list[BaseMessage]:
-    """The messages of the active entries in seq order, without the entries' other
-    columns: the hot read of ``get_messages`` parses nothing it does not return."""
-    rows = conn.execute(_sql.SELECT_ACTIVE_MESSAGES, {"pk_": session["pk"]}).scalars()
-    return [deserialize(text) for text in rows]
+def read_message_window(
+    conn: Connection, session: RowMapping
+) -> tuple[list[SummaryText], list[BaseMessage]]:
+    """The top-level summaries (ids and texts) and the messages of the active entries:
+    everything ``get_messages`` shows, in one statement that parses nothing else."""
+    summaries: list[SummaryText] = []
+    messages: list[BaseMessage] = []
+    for kind, _k1, _k2, ref, body in conn.execute(
+        _sql.SELECT_MESSAGE_WINDOW, {"pk_": session["pk"]}
+    ):
+        if kind == 0:
+            summaries.append(SummaryText(ref, load_text(body)))
+        else:
+            messages.append(deserialize(body))
+    return summaries, messages
 
 
 # --------------------------------------------------------------------------- summaries
-
-
-#: Ids and texts of the top-level summaries of session :pk, oldest first.
-_TOP_SUMMARY_TEXTS = (
-    sa.select(M.id, M.content)
-    .where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None))
-    .order_by(M.first_seq, M.level)
-)
-
-
-def read_summary_texts(conn: Connection, session: RowMapping) -> list[SummaryText]:
-    """Ids and texts of the top-level summaries, oldest first: all ``get_messages``
-    shows. Leaving out the timestamps keeps a read's cost from following the number
-    of summaries (each datetime column is parsed on SQLite)."""
-    if not session["summary_count"]:
-        return []
-    rows = conn.execute(_TOP_SUMMARY_TEXTS, {"pk_": session["pk"]})
-    return [SummaryText(row.id, load_text(row.content)) for row in rows]
 
 
 def read_summaries(

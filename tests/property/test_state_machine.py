@@ -32,9 +32,16 @@ from langchain_core.messages import (
     ToolMessage,
     message_to_dict,
 )
+from langchain_core.messages.tool import ToolCall
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig, TierPolicy, calculate_tier
+from tiermem import (
+    MISSING_RESULT_MARKER,
+    ConversationMemory,
+    MemoryConfig,
+    TierPolicy,
+    calculate_tier,
+)
 from tiermem.errors import (
     InvalidContent,
     SessionNotFound,
@@ -42,6 +49,7 @@ from tiermem.errors import (
     SummarizationError,
 )
 from tiermem.invariants import find_violations, provider_shape_problems
+from tiermem.rendering import MISSING_RESULT_TEXT
 from tiermem.testing import FakeSummarizer, ManualClock
 from tiermem.tokens import TokenCounter
 
@@ -124,22 +132,45 @@ class ModelSession:
 
     def rendered(self) -> list[BaseMessage]:
         """What ``get_messages`` hands a model: summaries, then active entries with each
-        call's results right after it."""
+        call's results right after it, in call order; a call that later messages
+        follow without its result gets the documented stand-in error result."""
         active = [e.message for e in self.entries if e.summary is None]
         results = {m.tool_call_id: m for m in active if isinstance(m, ToolMessage)}
-        out: list[BaseMessage] = []
+        groups: list[list[BaseMessage]] = []
         placed: set[str] = set()
         for message in active:
             if isinstance(message, ToolMessage):
                 if message.tool_call_id not in placed:
-                    out.append(message)
+                    groups.append([message])
                 continue
-            out.append(message)
+            group = [message]
             for call_id in _ids(message):
                 if call_id in results:
-                    out.append(results[call_id])
+                    group.append(results[call_id])
                     placed.add(call_id)
+            groups.append(group)
+        out: list[BaseMessage] = []
+        for position, group in enumerate(groups):
+            head = group[0]
+            if position < len(groups) - 1 and isinstance(head, AIMessage):
+                group = [head] + [
+                    results[call["id"] or ""] if call["id"] in results else _stand_in(call)
+                    for call in head.tool_calls
+                ]
+            out.extend(group)
         return out
+
+
+def _stand_in(call: ToolCall) -> ToolMessage:
+    """The stand-in result the README documents for a call the talk went on without."""
+    return ToolMessage(
+        content=MISSING_RESULT_TEXT,
+        tool_call_id=call["id"] or "",
+        name=call["name"],
+        status="error",
+        id=f"tiermem-missing-{call['id']}",
+        additional_kwargs={MISSING_RESULT_MARKER: True},
+    )
 
 
 def _summarize(prompt: str) -> str:
