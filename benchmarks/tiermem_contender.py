@@ -29,10 +29,9 @@ class TiermemContender(Contender[list[BaseMessage]]):
             self._memory = ConversationMemory(url=url, config=config, summarizer=FakeSummarizer())
 
     def step(self, human: str, ai: str) -> list[BaseMessage]:
-        """Store the exchange in one transaction (as ``save_context`` and
-        ``BaseChatMessageHistory.add_messages`` do), then get the context."""
-        self._memory.add_messages(SESSION_ID, [HumanMessage(human), AIMessage(ai)])
-        return self._memory.get_messages(SESSION_ID)
+        """Store the exchange and get the next context: ``add_and_get_messages``, one
+        transaction unless the exchange triggers a compression."""
+        return self._memory.add_and_get_messages(SESSION_ID, [HumanMessage(human), AIMessage(ai)])
 
     def texts(self, context: list[BaseMessage]) -> list[str]:
         """Return the message texts."""

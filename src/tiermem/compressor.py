@@ -103,12 +103,23 @@ class CompressionMixin(OpRunner):
             claim is not None and store.as_utc(claim) > now
         )
 
+    def _compression_wanted(self, counters: Mapping[str, Any], now: datetime) -> bool:
+        """Whether an append that left these counters triggers automatic compression:
+        over budget, something to reduce (else wait for more entries), no backoff or
+        live claim in the way."""
+        return bool(
+            self.config.auto_compress
+            and self._over_budget(counters)
+            and self._reducible(counters)
+            and not self._blocked(counters, now)
+        )
+
+    def _compression_due(self, counters: Mapping[str, Any], now: datetime) -> bool:
+        """Whether such an append compresses before it returns (not in background)."""
+        return not self.config.background and self._compression_wanted(counters, now)
+
     def _auto_compress(self, session_id: str, counters: Mapping[str, Any]) -> Op[None]:
-        if not self.config.auto_compress or not self._over_budget(counters):
-            return
-        if not self._reducible(counters):
-            return  # over budget, but nothing to do until more entries arrive
-        if self._blocked(counters, self.now()):
+        if not self._compression_wanted(counters, self.now()):
             return
         if self.config.background:
             self._enqueue(session_id)

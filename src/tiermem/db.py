@@ -161,6 +161,15 @@ class Database:
         self._pid = os.getpid()
         self._schema_ready = False
         self.server_time = server_time and self.dialect == "postgresql"
+        # Per-transaction options: _sqlite_on_begin applies tiermem_busy_ms as the
+        # busy_timeout and opens a deferred transaction for tiermem_read;
+        # store.touch reads tiermem_server_time (accesses use the server's now()).
+        self._write_options: dict[str, Any] = {}
+        if self.dialect == "sqlite":
+            self._write_options["tiermem_busy_ms"] = self.lock_timeout_ms
+        if self.server_time:
+            self._write_options["tiermem_server_time"] = True
+        self._read_options = {**self._write_options, "tiermem_read": True}
 
     @property
     def is_postgres(self) -> bool:
@@ -192,12 +201,9 @@ class Database:
         self._check_fork()
         conn = self.engine.connect()
         try:
-            if not write:
-                conn = conn.execution_options(tiermem_read=True)
-            if not self.is_postgres:  # _sqlite_on_begin applies it as busy_timeout
-                conn = conn.execution_options(tiermem_busy_ms=self.lock_timeout_ms)
-            if self.server_time:  # store.touch reads it: accesses use the server's now()
-                conn = conn.execution_options(tiermem_server_time=True)
+            options = self._write_options if write else self._read_options
+            if options:  # one call: each one costs a dispatch on the hot path
+                conn = conn.execution_options(**options)
             with conn.begin():
                 if write and self.is_postgres:
                     conn.exec_driver_sql(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")

@@ -228,6 +228,22 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
     def _op_append(
         self, session_id: str, prepared: Sequence[store.NewEntry], *, skip_existing: bool = False
     ) -> Op[list[MemoryEntry]]:
+        entries, _ = yield from self._op_store(
+            session_id, prepared, skip_existing=skip_existing, with_window=False
+        )
+        return entries
+
+    def _op_store(
+        self,
+        session_id: str,
+        prepared: Sequence[store.NewEntry],
+        *,
+        skip_existing: bool,
+        with_window: bool,
+    ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
+        """Append in one transaction; with ``with_window`` also read what
+        ``get_messages`` shows, in the same transaction when no compression will
+        follow (else ``None``: the caller reads after it)."""
         validate_session_id(session_id)
         now = self.now()
 
@@ -236,7 +252,14 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
                 conn, session_id, create=True, now=now, encoding=self.counter.encoding_name
             )
 
-        def work(conn: Connection) -> tuple[list[MemoryEntry], dict[str, Any]]:
+        def window(conn: Connection, counters: Mapping[str, Any]) -> MessageWindow | None:
+            if not with_window or self._compression_due(counters, now):
+                return None
+            return store.read_message_window(conn, counters)
+
+        def work(
+            conn: Connection,
+        ) -> tuple[list[MemoryEntry], dict[str, Any], MessageWindow | None]:
             todo = list(prepared)
             if skip_existing and todo:
                 pk = create(conn)["pk"]
@@ -245,9 +268,9 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
                 )
                 todo = [e for e in todo if not e.message.id or e.message.id not in seen]
             if not todo:
-                session = create(conn)
+                session = dict(create(conn))
                 store.touch(conn, session["pk"], now)
-                return [], dict(session)
+                return [], session, window(conn, session)
             # One UPDATE ... RETURNING allocates the seqs; the session is created
             # only on its first append.
             reserved = store.reserve(conn, self.project, session_id, todo, now)
@@ -256,16 +279,17 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
                 reserved = store.reserve(conn, self.project, session_id, todo, now)
             if reserved is None:  # pragma: no cover - the row was just created
                 raise SessionNotFound(session_id)
-            result = store.append(conn, reserved, todo, now)
+            entries, counters = store.append(conn, reserved, todo, now)
+            read = window(conn, counters)
             _failpoints.hit("append.before_commit")
-            return result
+            return entries, counters, read
 
-        entries, counters = self._db.run(work)
+        entries, counters, read = self._db.run(work)
         _failpoints.hit("append.after_commit")
         if entries:
             yield Emit([("entry:added", {"session_id": session_id, "entry": e}) for e in entries])
         yield from self._auto_compress(session_id, counters)
-        return entries
+        return entries, read
 
     def add_message(
         self,
@@ -300,17 +324,52 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
             skip_existing: skip messages whose ``id`` is already stored in the
                 session (resuming from a checkpointer never duplicates).
         """
-        return self._run(self._op_add_messages(session_id, list(messages), skip_existing))
+        return self._run(self._op_add_messages(session_id, list(messages), skip_existing))[0]
 
     async def aadd_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[MemoryEntry]:
         """Async :meth:`add_messages`."""
-        return await self._arun(self._op_add_messages(session_id, list(messages), skip_existing))
+        op = self._op_add_messages(session_id, list(messages), skip_existing)
+        return (await self._arun(op))[0]
+
+    def add_and_get_messages(
+        self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
+    ) -> list[BaseMessage]:
+        """:meth:`add_messages`, then :meth:`get_messages`: a model turn's store and
+        read in one transaction (and one recorded access), unless the messages
+        trigger a compression, which then runs before the context is read.
+
+        Returns:
+            The context the model gets next, exactly as ``get_messages`` returns it.
+        """
+        return render_messages(*self._run(self._op_turn(session_id, list(messages), skip_existing)))
+
+    async def aadd_and_get_messages(
+        self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
+    ) -> list[BaseMessage]:
+        """Async :meth:`add_and_get_messages`."""
+        op = self._op_turn(session_id, list(messages), skip_existing)
+        return render_messages(*await self._arun(op))
+
+    def _op_turn(
+        self, session_id: str, messages: list[BaseMessage], skip_existing: bool
+    ) -> Op[MessageWindow]:
+        _, window = yield from self._op_add_messages(
+            session_id, messages, skip_existing, with_window=True
+        )
+        if window is None:  # a compression ran after the append: read what it left
+            window = yield from self._op_message_window(session_id)
+        return window
 
     def _op_add_messages(
-        self, session_id: str, messages: list[BaseMessage], skip_existing: bool
-    ) -> Op[list[MemoryEntry]]:
+        self,
+        session_id: str,
+        messages: list[BaseMessage],
+        skip_existing: bool,
+        *,
+        with_window: bool = False,
+    ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
         validate_session_id(session_id)
         ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
         if skip_existing and ids:
@@ -322,7 +381,11 @@ class ConversationMemory(LifecycleMixin, CompressionMixin):
             )
             messages = [m for m in messages if not m.id or m.id not in seen]
         prepared = [self._prepare(m) for m in messages]
-        return (yield from self._op_append(session_id, prepared, skip_existing=skip_existing))
+        return (
+            yield from self._op_store(
+                session_id, prepared, skip_existing=skip_existing, with_window=with_window
+            )
+        )
 
     def add_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
         """Store a user message; keyword arguments are kept as entry metadata."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -348,7 +348,7 @@ def read_entries(
 
 
 def read_message_window(
-    conn: Connection, session: RowMapping
+    conn: Connection, session: Mapping[Any, Any]
 ) -> tuple[list[SummaryText], list[BaseMessage]]:
     """The top-level summaries (ids and texts) and the messages of the active entries:
     everything ``get_messages`` shows, in one statement that parses nothing else."""

@@ -136,6 +136,7 @@ class TokenCounter:
         self._encoding = load_encoding(self.requested_encoding)
         #: The encoding actually used (the offline copy when the fallback was taken).
         self.encoding_name: str = self._encoding.name
+        self._type_tokens: dict[str, int] = {}
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text``; special tokens are counted as text, never rejected."""
@@ -145,7 +146,10 @@ class TokenCounter:
 
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message: content, role, name and tool calls (see module doc)."""
-        total = MESSAGE_OVERHEAD + self.count_text(message.type)
+        kind = self._type_tokens.get(message.type)
+        if kind is None:  # a handful of message types: count each once
+            kind = self._type_tokens[message.type] = self.count_text(message.type)
+        total = MESSAGE_OVERHEAD + kind
         total += self._count_content(message.content)
         if message.name:
             total += 1 + self.count_text(message.name)

@@ -1,0 +1,109 @@
+"""``add_and_get_messages``: a model turn's store and read, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from sqlalchemy.engine import Engine
+
+from tiermem import MemoryConfig, is_summary_message
+from tiermem.errors import InvalidContent
+from tiermem.testing import FakeSummarizer, SignalRecorder
+
+from ..conftest import MemoryFactory
+from .helpers import assert_provider_valid
+
+SMALL = MemoryConfig(max_tokens=400, max_entries=40, recent_window=4, min_entries_to_compress=2)
+
+
+def exchange(turn: int) -> list[BaseMessage]:
+    return [
+        HumanMessage(f"Question {turn}: what should I know about subject {turn}?"),
+        AIMessage(f"Answer {turn}: subject {turn} has three parts, each explained in turn."),
+    ]
+
+
+@contextmanager
+def commits(engine: Engine) -> Iterator[list[int]]:
+    """Count the transactions committed on ``engine`` inside the block."""
+    seen: list[int] = []
+
+    def on_commit(_conn: object) -> None:
+        seen.append(1)
+
+    sa.event.listen(engine, "commit", on_commit)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "commit", on_commit)
+
+
+def test_returns_what_get_messages_returns_across_compressions(
+    make_memory: MemoryFactory,
+) -> None:
+    """Turn after turn, through several compressions, the returned context equals a
+    separate get_messages and is provider-valid."""
+    memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
+    with SignalRecorder(memory).recording() as recorder:
+        for turn in range(30):
+            context = memory.add_and_get_messages("s", exchange(turn))
+            assert context == memory.get_messages("s")
+            assert_provider_valid(context)
+            assert context[-1].text.startswith(f"Answer {turn}:")
+    assert len(recorder.of("compressed")) >= 3
+    assert is_summary_message(memory.get_messages("s")[0])
+    assert memory.get_stats("s").total_entries == 60
+
+
+def test_one_transaction_when_no_compression_follows(
+    engine: Engine, make_memory: MemoryFactory
+) -> None:
+    """Under budget, the store and the read commit together: one transaction, one
+    recorded access; a compression adds its own transactions and a fresh read."""
+    memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
+    memory.add_and_get_messages("s", exchange(0))
+    before = memory.list_sessions()[0].access_count
+    with commits(engine) as seen:
+        memory.add_and_get_messages("s", exchange(1))
+    assert len(seen) == 1
+    assert memory.list_sessions()[0].access_count == before + 1
+
+    turn = 2
+    while memory.get_stats("s").summaries == 0:
+        with commits(engine) as seen:
+            context = memory.add_and_get_messages("s", exchange(turn))
+        turn += 1
+    assert len(seen) > 1  # the compression's claim and commit, then the read
+    assert context == memory.get_messages("s") and is_summary_message(context[0])
+
+
+def test_all_or_nothing_and_skip_existing(make_memory: MemoryFactory) -> None:
+    """A bad message stores nothing; ids already stored are skipped, as in add_messages."""
+    memory = make_memory(config=SMALL)
+    first = [HumanMessage("hello", id="m1"), AIMessage("hi there", id="m2")]
+    assert [m.id for m in memory.add_and_get_messages("s", first)] == ["m1", "m2"]
+    again = [*first, HumanMessage("and again", id="m3")]
+    context = memory.add_and_get_messages("s", again, skip_existing=True)
+    assert [m.id for m in context] == ["m1", "m2", "m3"]
+    bad = [HumanMessage("fine"), HumanMessage(content="x", additional_kwargs={"t": object()})]
+    with pytest.raises(InvalidContent):
+        memory.add_and_get_messages("s", bad)
+    assert memory.get_stats("s").total_entries == 3
+
+
+def test_async_twin_matches(make_memory: MemoryFactory) -> None:
+    """The async twin stores and reads the same as the sync one."""
+    sync = make_memory(project="sync", config=SMALL, summarizer=FakeSummarizer())
+    asyn = make_memory(project="async", config=SMALL, summarizer=FakeSummarizer())
+
+    async def run() -> list[list[BaseMessage]]:
+        return [await asyn.aadd_and_get_messages("s", exchange(t)) for t in range(12)]
+
+    expected = [sync.add_and_get_messages("s", exchange(t)) for t in range(12)]
+    got = asyncio.run(run())
+    assert [[m.text for m in c] for c in got] == [[m.text for m in c] for c in expected]
