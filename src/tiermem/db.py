@@ -43,6 +43,13 @@ DEFAULT_URL = "sqlite:///tiermem.db"
 _RETRYABLE_PG = {"40001", "40P01"}
 _MAX_RETRIES = 5
 _SCHEMA_LOCK_KEY = 0x7469_6572  # "tier": advisory lock serializing schema creation
+#: Run first in every PostgreSQL transaction. psycopg prepares a statement on the
+#: server after a few runs, and PostgreSQL may then keep one generic plan for it:
+#: a plan chosen while a session's tables were tiny (a sequential scan) would stay
+#: while they grow, and a read would cost more with every turn. Custom plans are
+#: made for the actual parameters every time; SET LOCAL keeps an application's
+#: own use of the connections untouched.
+_PG_PROLOGUE_READ = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 
 def translate_error(error: BaseException) -> StorageError:
@@ -170,6 +177,9 @@ class Database:
         if self.server_time:
             self._write_options["tiermem_server_time"] = True
         self._read_options = {**self._write_options, "tiermem_read": True}
+        self._pg_prologue_write = (
+            f"SET LOCAL lock_timeout = {self.lock_timeout_ms}; {_PG_PROLOGUE_READ}"
+        )
 
     @property
     def is_postgres(self) -> bool:
@@ -205,8 +215,8 @@ class Database:
             if options:  # one call: each one costs a dispatch on the hot path
                 conn = conn.execution_options(**options)
             with conn.begin():
-                if write and self.is_postgres:
-                    conn.exec_driver_sql(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")
+                if self.is_postgres:
+                    conn.exec_driver_sql(self._pg_prologue_write if write else _PG_PROLOGUE_READ)
                 yield conn
                 if write:
                     _failpoints.hit("transaction.before_commit")

@@ -19,7 +19,7 @@ from tiermem import ConversationMemory, MemoryConfig
 from tiermem.errors import StorageBusy
 from tiermem.testing import FakeSummarizer, ManualClock
 
-from ..conftest import MemoryFactory
+from ..conftest import MemoryFactory, pg_engine_for
 
 WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER")
 MARK_BEGIN, MARK_END = "<begin>", "<end>"
@@ -140,6 +140,29 @@ def test_every_write_unit_locks_first(make_memory: MemoryFactory, clock: ManualC
     if memory.engine.dialect.name == "sqlite":
         reads = [unit for unit in transactions if unit not in writes]
         assert all(unit[0] in ("BEGIN", "BEGIN IMMEDIATE") for unit in reads)
+
+
+def test_postgres_transactions_plan_for_their_parameters(pg_schema: str) -> None:
+    """On PostgreSQL every tiermem transaction, read or write, plans each statement
+    for its actual parameters: a generic plan kept for a prepared statement since a
+    session's tables were tiny made every read slower as the conversation grew. The
+    setting is transaction-local, so the application's use of a shared pool is not
+    changed."""
+    engine = pg_engine_for(pg_schema)
+    memory = ConversationMemory(engine=engine)
+    try:
+        memory.add_user_message("s", "hello")
+
+        def mode(conn: sa.Connection) -> str:
+            return str(conn.exec_driver_sql("SHOW plan_cache_mode").scalar())
+
+        assert memory._db.run(mode, write=True) == "force_custom_plan"
+        assert memory._db.run(mode, write=False) == "force_custom_plan"
+        with engine.connect() as conn:
+            assert mode(conn) == "auto"
+    finally:
+        memory.close()
+        engine.dispose()
 
 
 def test_pooled_sqlite_connections_are_configured(tmp_path: Path) -> None:
