@@ -1,0 +1,231 @@
+"""The reading half of ``ConversationMemory``: context, entries, summaries, stats,
+session listing, summary expansion and search.
+
+Every read runs in one transaction that also records the access (see
+:meth:`ReadingMixin._op_read`); each method's async twin drives the same
+operation (:mod:`tiermem._ops`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from langchain_core.messages import BaseMessage
+from sqlalchemy.engine import Connection, RowMapping
+
+from . import store
+from ._messages import validate_session_id
+from ._ops import Op, OpRunner
+from .errors import InvalidArgument
+from .models import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
+from .rendering import SummaryText, context_text, render_messages
+
+__all__ = ["MessageWindow", "ReadingMixin", "Window"]
+
+T = TypeVar("T")
+Window = tuple[list[MemorySummary], list[MemoryEntry]]
+MessageWindow = tuple[list[SummaryText], list[BaseMessage]]
+#: SQL integers are signed 64-bit: larger limits and offsets are clamped to this.
+MAX_SQL_INT = 2**62
+
+
+class ReadingMixin(OpRunner):
+    """Reads of ``ConversationMemory``."""
+
+    def _op_read(
+        self, session_id: str, reader: Callable[[Connection, RowMapping], T], empty: T
+    ) -> Op[T]:
+        """Read inside one transaction that also records the access."""
+        validate_session_id(session_id)
+        now = self.now()
+
+        def work(conn: Connection) -> T:
+            session = store.touch_session(conn, self.project, session_id, now)
+            return empty if session is None else reader(conn, session)
+
+        return self._db.run(work)
+        yield  # pragma: no cover
+
+    def _read_window(
+        self, conn: Connection, session: RowMapping
+    ) -> tuple[list[MemorySummary], list[MemoryEntry]]:
+        return (
+            store.read_summaries(conn, session, with_ids=False),
+            store.read_entries(conn, session, active_only=True),
+        )
+
+    def _op_window(self, session_id: str) -> Op[Window]:
+        empty: Window = ([], [])
+        return (yield from self._op_read(session_id, self._read_window, empty))
+
+    @staticmethod
+    def _read_message_window(conn: Connection, session: RowMapping) -> MessageWindow:
+        return store.read_message_window(conn, session)
+
+    def _op_message_window(self, session_id: str) -> Op[MessageWindow]:
+        empty: MessageWindow = ([], [])
+        return (yield from self._op_read(session_id, self._read_message_window, empty))
+
+    def get_messages(self, session_id: str) -> list[BaseMessage]:
+        """The context for a model: the summaries as one system message, then
+        the active entries in order, each tool call followed by its results."""
+        return render_messages(*self._run(self._op_message_window(session_id)))
+
+    async def aget_messages(self, session_id: str) -> list[BaseMessage]:
+        """Async :meth:`get_messages`."""
+        return render_messages(*await self._arun(self._op_message_window(session_id)))
+
+    def get_context_for_llm(self, session_id: str) -> str:
+        """The context as text: "=== Previous Conversation Summaries ===" with
+        time ranges, then "=== Recent Conversation ==="."""
+        return context_text(*self._run(self._op_window(session_id)))
+
+    async def aget_context_for_llm(self, session_id: str) -> str:
+        """Async :meth:`get_context_for_llm`."""
+        return context_text(*await self._arun(self._op_window(session_id)))
+
+    @staticmethod
+    def _active(conn: Connection, session: RowMapping) -> list[MemoryEntry]:
+        return store.read_entries(conn, session, active_only=True)
+
+    @staticmethod
+    def _all(conn: Connection, session: RowMapping) -> list[MemoryEntry]:
+        return store.read_entries(conn, session, active_only=False)
+
+    def get_active_entries(self, session_id: str) -> list[MemoryEntry]:
+        """Entries not covered by a summary, in order."""
+        return self._run(self._op_read(session_id, self._active, []))
+
+    async def aget_active_entries(self, session_id: str) -> list[MemoryEntry]:
+        """Async :meth:`get_active_entries`."""
+        return await self._arun(self._op_read(session_id, self._active, []))
+
+    def get_entries(self, session_id: str, include_compressed: bool = True) -> list[MemoryEntry]:
+        """Every entry of a session in order (or only the active ones)."""
+        return self._run(
+            self._op_read(session_id, self._all if include_compressed else self._active, [])
+        )
+
+    async def aget_entries(
+        self, session_id: str, include_compressed: bool = True
+    ) -> list[MemoryEntry]:
+        """Async :meth:`get_entries`."""
+        return await self._arun(
+            self._op_read(session_id, self._all if include_compressed else self._active, [])
+        )
+
+    @staticmethod
+    def _summaries(conn: Connection, session: RowMapping) -> list[MemorySummary]:
+        return store.read_summaries(conn, session)
+
+    def get_summaries(self, session_id: str) -> list[MemorySummary]:
+        """The top-level summaries of a session, oldest first."""
+        return self._run(self._op_read(session_id, self._summaries, []))
+
+    async def aget_summaries(self, session_id: str) -> list[MemorySummary]:
+        """Async :meth:`get_summaries`."""
+        return await self._arun(self._op_read(session_id, self._summaries, []))
+
+    def _op_stats(self, session_id: str) -> Op[SessionStats]:
+        validate_session_id(session_id)
+        return self._db.run(
+            lambda conn: store.session_stats(self._session(conn, session_id, lock=False)),
+            write=False,
+        )
+        yield  # pragma: no cover
+
+    def get_stats(self, session_id: str) -> SessionStats:
+        """Counters of a session (from its row, no scan).
+
+        Raises:
+            SessionNotFound: for an unknown session.
+        """
+        return self._run(self._op_stats(session_id))
+
+    async def aget_stats(self, session_id: str) -> SessionStats:
+        """Async :meth:`get_stats`."""
+        return await self._arun(self._op_stats(session_id))
+
+    def _op_list(self, limit: int | None, offset: int) -> Op[list[SessionInfo]]:
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
+        limit = None if limit is None else min(limit, MAX_SQL_INT)
+        offset = min(offset, MAX_SQL_INT)
+        return self._db.run(
+            lambda conn: store.list_sessions(conn, self.project, limit, offset), write=False
+        )
+        yield  # pragma: no cover
+
+    def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
+        """Sessions of this project, most recently accessed first."""
+        return self._run(self._op_list(limit, offset))
+
+    async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
+        """Async :meth:`list_sessions`."""
+        return await self._arun(self._op_list(limit, offset))
+
+    def _op_expand(self, summary_id: int) -> Op[list[MemoryEntry]]:
+        if isinstance(summary_id, bool) or not isinstance(summary_id, int):
+            raise InvalidArgument("summary_id must be an int")
+        if not 1 <= summary_id < 2**63:
+            raise InvalidArgument(f"summary_id must be a positive 64-bit int, got {summary_id}")
+
+        def work(conn: Connection) -> list[MemoryEntry]:
+            row, session = store.get_summary_row(conn, self.project, summary_id)
+            return store.read_entries(
+                conn,
+                session,
+                active_only=False,
+                compressed_only=True,
+                seq_range=(row["first_seq"], row["last_seq"]),
+            )
+
+        return self._db.run(work, write=False)
+        yield  # pragma: no cover
+
+    def expand_summary(self, summary_id: int) -> list[MemoryEntry]:
+        """The original entries a summary covers, in order (merged summaries
+        expand to every original below them).
+
+        Raises:
+            SessionNotFound: if no such summary exists in this project.
+        """
+        return self._run(self._op_expand(summary_id))
+
+    async def aexpand_summary(self, summary_id: int) -> list[MemoryEntry]:
+        """Async :meth:`expand_summary`."""
+        return await self._arun(self._op_expand(summary_id))
+
+    def _op_search(self, query: str, session_id: str | None, limit: int) -> Op[list[SearchHit]]:
+        from .search import search_entries
+
+        if session_id is not None:
+            validate_session_id(session_id)
+        if not isinstance(query, str):
+            raise InvalidArgument("query must be a str")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"limit must be an int >= 1, got {limit!r}")
+        limit = min(limit, MAX_SQL_INT)
+        now, policy = self.now(), self.config.tier_policy
+        return self._db.run(
+            lambda conn: search_entries(
+                conn, self.project, query, session_id, limit, now=now, policy=policy
+            ),
+            write=False,
+        )
+        yield  # pragma: no cover
+
+    def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:
+        """Full-text search over conversation entries, compressed originals included,
+        best first."""
+        return self._run(self._op_search(query, session_id, limit))
+
+    async def asearch(
+        self, query: str, session_id: str | None = None, limit: int = 10
+    ) -> list[SearchHit]:
+        """Async :meth:`search`."""
+        return await self._arun(self._op_search(query, session_id, limit))
