@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from . import signals, store
 from .compression import Summarizer
@@ -111,7 +111,7 @@ class OpRunner:
             raise SummarizerOutputInvalid("no summarizer configured")
         return self._summarizer
 
-    def _session(self, conn: Connection, session_id: str, **kwargs: Any) -> RowMapping:
+    def _session(self, conn: Connection, session_id: str, **kwargs: Any) -> store.SessionRow:
         return store.get_session(conn, self.project, session_id, **kwargs)
 
 

@@ -9,13 +9,13 @@ Times are datetimes (the memory's clock) or SQL on the server's ``now()``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection, Row, RowMapping
+from sqlalchemy.engine import Connection, Row
 
 from . import _failpoints, store
 from .errors import StorageBusy
@@ -85,7 +85,7 @@ def tier_case(cut: Cutoffs) -> sa.Case[Any]:
     )
 
 
-def session_info(row: RowMapping) -> SessionInfo:
+def session_info(row: Mapping[Any, Any]) -> SessionInfo:
     """The public view of a session row."""
     return SessionInfo(
         session_id=row["session_id"],

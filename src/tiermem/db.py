@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
-from . import _failpoints
+from . import _driver, _failpoints
 from .errors import (
     InvalidArgument,
     StorageBusy,
@@ -122,12 +122,10 @@ def _sqlite_on_begin(conn: Connection) -> None:
     info = conn.connection.info
     if busy is not None and info.get("tiermem_busy_ms") != busy:
         # This memory's lock_timeout; pooled connections may serve memories with others.
-        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(busy)}")
+        _driver.execute_sql(conn, f"PRAGMA busy_timeout = {int(busy)}").close()
         info["tiermem_busy_ms"] = busy
-    if conn.get_execution_options().get("tiermem_read"):
-        conn.exec_driver_sql("BEGIN")
-    else:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    begin = "BEGIN" if conn.get_execution_options().get("tiermem_read") else "BEGIN IMMEDIATE"
+    _driver.execute_sql(conn, begin).close()
 
 
 class Database:

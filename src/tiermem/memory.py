@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.engine import Connection, Engine
 
 from . import _failpoints, signals, store
 from ._messages import (
@@ -242,7 +242,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         validate_session_id(session_id)
         now = self.now()
 
-        def create(conn: Connection) -> RowMapping:
+        def create(conn: Connection) -> store.SessionRow:
             return self._session(
                 conn, session_id, create=True, now=now, encoding=self.counter.encoding_name
             )

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from . import store
 from ._messages import validate_session_id
@@ -34,7 +34,7 @@ class ReadingMixin(OpRunner):
     """Reads of ``ConversationMemory``."""
 
     def _op_read(
-        self, session_id: str, reader: Callable[[Connection, RowMapping], T], empty: T
+        self, session_id: str, reader: Callable[[Connection, store.SessionRow], T], empty: T
     ) -> Op[T]:
         """Read inside one transaction that also records the access."""
         validate_session_id(session_id)
@@ -48,7 +48,7 @@ class ReadingMixin(OpRunner):
         yield  # pragma: no cover
 
     def _read_window(
-        self, conn: Connection, session: RowMapping
+        self, conn: Connection, session: store.SessionRow
     ) -> tuple[list[MemorySummary], list[MemoryEntry]]:
         return (
             store.read_summaries(conn, session, with_ids=False),
@@ -60,7 +60,7 @@ class ReadingMixin(OpRunner):
         return (yield from self._op_read(session_id, self._read_window, empty))
 
     @staticmethod
-    def _read_message_window(conn: Connection, session: RowMapping) -> MessageWindow:
+    def _read_message_window(conn: Connection, session: store.SessionRow) -> MessageWindow:
         return store.read_message_window(conn, session)
 
     def _op_message_window(self, session_id: str) -> Op[MessageWindow]:
@@ -86,11 +86,11 @@ class ReadingMixin(OpRunner):
         return context_text(*await self._arun(self._op_window(session_id)))
 
     @staticmethod
-    def _active(conn: Connection, session: RowMapping) -> list[MemoryEntry]:
+    def _active(conn: Connection, session: store.SessionRow) -> list[MemoryEntry]:
         return store.read_entries(conn, session, active_only=True)
 
     @staticmethod
-    def _all(conn: Connection, session: RowMapping) -> list[MemoryEntry]:
+    def _all(conn: Connection, session: store.SessionRow) -> list[MemoryEntry]:
         return store.read_entries(conn, session, active_only=False)
 
     def get_active_entries(self, session_id: str) -> list[MemoryEntry]:
@@ -116,7 +116,7 @@ class ReadingMixin(OpRunner):
         )
 
     @staticmethod
-    def _summaries(conn: Connection, session: RowMapping) -> list[MemorySummary]:
+    def _summaries(conn: Connection, session: store.SessionRow) -> list[MemorySummary]:
         return store.read_summaries(conn, session)
 
     def get_summaries(self, session_id: str) -> list[MemorySummary]:

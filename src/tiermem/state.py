@@ -11,7 +11,7 @@ the importing memory's encoding; stored counts are never trusted.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,7 +19,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from . import _failpoints, store
 from ._messages import (
@@ -164,7 +164,7 @@ def _check_depth(value: Any) -> None:
 
 
 def export_state(
-    session: RowMapping, entries: Sequence[MemoryEntry], summaries: Sequence[MemorySummary]
+    session: Mapping[str, Any], entries: Sequence[MemoryEntry], summaries: Sequence[MemorySummary]
 ) -> SessionState:
     """Build the snapshot of a session from its rows."""
     index = {summary.id: position for position, summary in enumerate(summaries)}

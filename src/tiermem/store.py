@@ -19,9 +19,9 @@ from typing import Any
 import sqlalchemy as sa
 from langchain_core.messages import BaseMessage, ToolMessage
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
-from . import _failpoints, _sql
+from . import _driver, _failpoints, _sql
 from ._messages import deserialize, load_text, store_text, tool_call_ids
 from .errors import (
     CompressionConflict,
@@ -35,6 +35,9 @@ from .tables import entry_table, session_table, summary_table
 from .tiers import MemoryTier
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
+
+#: A session row (column name -> value) as the hot statements return it.
+SessionRow = Mapping[str, Any]
 
 
 def as_utc(value: datetime) -> datetime:
@@ -73,7 +76,7 @@ def get_session(
     create: bool = False,
     now: datetime | None = None,
     encoding: str = "",
-) -> RowMapping:
+) -> SessionRow:
     """The session row, locked for this transaction on PostgreSQL.
 
     Raises:
@@ -85,7 +88,7 @@ def get_session(
         else _sql.SELECT_SESSION
     )
     keys = {"project": project, "session_id": session_id}
-    row = conn.execute(query, keys).mappings().first()
+    row = _driver.first(conn, query, keys)
     if row is None and create:
         assert now is not None
         # ON CONFLICT DO NOTHING: two processes creating one id both end with one row.
@@ -102,13 +105,13 @@ def get_session(
             )
             .on_conflict_do_nothing()
         )
-        row = conn.execute(query, keys).mappings().first()
+        row = _driver.first(conn, query, keys)
     if row is None:
         raise SessionNotFound(f"no session {session_id!r} in project {project!r}")
     return row
 
 
-def session_stats(row: RowMapping) -> SessionStats:
+def session_stats(row: SessionRow) -> SessionStats:
     """Counters of a session row."""
     return SessionStats(
         total_entries=row["entry_count"],
@@ -147,7 +150,7 @@ def touch(conn: Connection, pk: int, now: Any, **changes: Any) -> None:
     ``_sql.APPEND_COUNTERS``) on the session row; the tier becomes ACTIVE."""
     statement = _sql.APPEND_COUNTERS if changes else _sql.TOUCH
     params = {"pk_": pk, "now": now, "tier": MemoryTier.ACTIVE.value, **changes}
-    conn.execute(_clocked(conn, statement), params)
+    _driver.write(conn, _clocked(conn, statement), params)
 
 
 def list_sessions(
@@ -192,7 +195,7 @@ def delete_sessions(conn: Connection, session_pks: sa.ColumnElement[bool] | Sequ
 
 def reserve(
     conn: Connection, project: str, session_id: str, entries: Sequence[NewEntry], now: datetime
-) -> RowMapping | None:
+) -> SessionRow | None:
     """Allocate seqs for ``entries`` and add them to the session's counters in one
     ``UPDATE ... RETURNING`` (which locks the row on PostgreSQL).
 
@@ -206,12 +209,12 @@ def reserve(
         "now": now,
         "tier": MemoryTier.ACTIVE.value,
     }
-    return conn.execute(_clocked(conn, _sql.RESERVE), params).mappings().first()
+    return _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
 
 
 def touch_session(
     conn: Connection, project: str, session_id: str, now: datetime
-) -> RowMapping | None:
+) -> SessionRow | None:
     """Record an access and return the session row, or ``None`` if it does not exist."""
     params = {
         "b_project": project,
@@ -219,11 +222,11 @@ def touch_session(
         "now": now,
         "tier": MemoryTier.ACTIVE.value,
     }
-    return conn.execute(_clocked(conn, _sql.TOUCH_RETURNING), params).mappings().first()
+    return _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
 
 
 def append(
-    conn: Connection, session: RowMapping, entries: Sequence[NewEntry], now: datetime
+    conn: Connection, session: SessionRow, entries: Sequence[NewEntry], now: datetime
 ) -> tuple[list[MemoryEntry], dict[str, Any]]:
     """Insert ``entries`` into the seqs :func:`reserve` allocated (``session`` is the
     row it returned) and record their tool calls.
@@ -239,7 +242,8 @@ def append(
         for entry in entries:
             _check_tool_pairing(entry.message, pending)
         counters["pending_calls"] = json.dumps(pending, sort_keys=True)
-        conn.execute(_sql.SET_PENDING, {"pk_": session["pk"], "pending": counters["pending_calls"]})
+        pending_json = counters["pending_calls"]
+        _driver.write(conn, _sql.SET_PENDING, {"pk_": session["pk"], "pending": pending_json})
     first_seq = session["last_seq"] - len(entries) + 1
     rows = [
         {
@@ -257,13 +261,53 @@ def append(
         }
         for offset, entry in enumerate(entries)
     ]
-    ids = list(conn.execute(_sql.INSERT_ENTRIES, rows).scalars())
+    ids = _insert_entries(conn, rows)
     _failpoints.hit("append.after_insert")
     stored = [
         _entry(session["session_id"], row | {"id": entry_id, "summary_id": None}, entry.message)
         for entry_id, row, entry in zip(ids, rows, entries, strict=True)
     ]
     return stored, counters
+
+
+_ENTRY_COLUMNS = (
+    "session_pk",
+    "seq",
+    "type",
+    "role",
+    "content",
+    "message",
+    "message_id",
+    "timestamp",
+    "token_count",
+    "pinned",
+    "meta",
+)
+_SUMMARY_COLUMNS = (
+    "session_pk",
+    "content",
+    "level",
+    "first_seq",
+    "last_seq",
+    "entry_count",
+    "token_count",
+    "original_token_count",
+    "created_at",
+    "start_time",
+    "end_time",
+    "parent_id",
+)
+
+
+def _insert_entries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Insert entry rows (every column of ``_ENTRY_COLUMNS``); their ids in order."""
+    if conn.dialect.name != "sqlite":  # one multi-row INSERT ... RETURNING
+        return list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars())
+    # A statement per row costs SQLite less than building a multi-row one.
+    return [
+        _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=_ENTRY_COLUMNS)[0][0]
+        for row in rows
+    ]
 
 
 def _check_tool_pairing(message: BaseMessage, pending: dict[str, str]) -> None:
@@ -326,7 +370,7 @@ def _entry(session_id: str, row: Any, message: BaseMessage | None = None) -> Mem
 
 def read_entries(
     conn: Connection,
-    session: RowMapping,
+    session: SessionRow,
     *,
     active_only: bool,
     seq_range: tuple[int, int] | None = None,
@@ -335,7 +379,7 @@ def read_entries(
     """Entries of a session in seq order."""
     sid = session["session_id"]
     if active_only and seq_range is None:  # the hot path: a prebuilt statement
-        rows = conn.execute(_sql.SELECT_ACTIVE, {"pk_": session["pk"]}).mappings()
+        rows = _driver.fetch(conn, _sql.SELECT_ACTIVE, {"pk_": session["pk"]})
         return [_entry(sid, row) for row in rows]
     query = sa.select(entry_table).where(E.session_pk == session["pk"]).order_by(E.seq)
     if active_only:
@@ -354,8 +398,8 @@ def read_message_window(
     everything ``get_messages`` shows, in one statement that parses nothing else."""
     summaries: list[SummaryText] = []
     messages: list[BaseMessage] = []
-    for kind, _k1, _k2, ref, body in conn.execute(
-        _sql.SELECT_MESSAGE_WINDOW, {"pk_": session["pk"]}
+    for kind, _k1, _k2, ref, body in _driver.fetch_rows(
+        conn, _sql.SELECT_MESSAGE_WINDOW, {"pk_": session["pk"]}
     ):
         if kind == 0:
             summaries.append(SummaryText(ref, load_text(body)))
@@ -368,7 +412,7 @@ def read_message_window(
 
 
 def read_summaries(
-    conn: Connection, session: RowMapping, *, top_only: bool = True, with_ids: bool = True
+    conn: Connection, session: SessionRow, *, top_only: bool = True, with_ids: bool = True
 ) -> list[MemorySummary]:
     """Summaries of a session, oldest first (top-level only by default)."""
     if top_only and not with_ids and not session["summary_count"]:
@@ -417,7 +461,7 @@ def _summary(session_id: str, row: Any, entry_ids: Sequence[int]) -> MemorySumma
 
 def get_summary_row(
     conn: Connection, project: str, summary_id: int
-) -> tuple[RowMapping, RowMapping]:
+) -> tuple[SessionRow, SessionRow]:
     """A summary and its session.
 
     Raises:
@@ -435,13 +479,13 @@ def get_summary_row(
     if row is None:
         raise SessionNotFound(f"no summary {summary_id} in project {project!r}")
     session = get_session(conn, project, row["sid"], lock=False)
-    return row, session
+    return dict(row), session
 
 
 # --------------------------------------------------------------------------- compression
 
 
-def claim(conn: Connection, session: RowMapping, token: str, now: datetime, ttl: float) -> None:
+def claim(conn: Connection, session: SessionRow, token: str, now: datetime, ttl: float) -> None:
     """Take the session's compression claim (a lease that expires after ``ttl`` s).
 
     Raises:
@@ -453,11 +497,11 @@ def claim(conn: Connection, session: RowMapping, token: str, now: datetime, ttl:
             f"session {session['session_id']!r} is being compressed by another worker"
         )
     expires_at = now + timedelta(seconds=ttl)
-    conn.execute(_sql.CLAIM, {"pk_": session["pk"], "token": token, "expires": expires_at})
+    _driver.write(conn, _sql.CLAIM, {"pk_": session["pk"], "token": token, "expires": expires_at})
 
 
 def release_failed_claim(
-    conn: Connection, session: RowMapping, token: str, now: datetime, backoff: tuple[float, float]
+    conn: Connection, session: SessionRow, token: str, now: datetime, backoff: tuple[float, float]
 ) -> None:
     """Drop our claim after a failure and back off automatic compression."""
     if session["claim_token"] != token:
@@ -476,7 +520,7 @@ def release_failed_claim(
     )
 
 
-def _check_claim(session: RowMapping, token: str) -> None:
+def _check_claim(session: SessionRow, token: str) -> None:
     if session["claim_token"] != token:
         raise CompressionConflict(
             f"the compression claim of session {session['session_id']!r} expired and was "
@@ -486,7 +530,7 @@ def _check_claim(session: RowMapping, token: str) -> None:
 
 def commit_summary(
     conn: Connection,
-    session: RowMapping,
+    session: SessionRow,
     token: str,
     entries: Sequence[MemoryEntry],
     content: str,
@@ -515,10 +559,12 @@ def commit_summary(
         "end_time": entries[-1].timestamp,
         "parent_id": None,
     }
-    summary_id = conn.execute(_sql.INSERT_SUMMARY, row).scalar_one()
+    (summary_id,) = _driver.fetch_rows(
+        conn, _sql.INSERT_SUMMARY, row, column_keys=_SUMMARY_COLUMNS
+    )[0]
     _failpoints.hit("compress.after_summary_insert")
     link = {"pk_": session["pk"], "first": first, "last": last, "sid": summary_id}
-    linked = conn.execute(_sql.LINK_ENTRIES, link).rowcount
+    linked = _driver.write(conn, _sql.LINK_ENTRIES, link)
     if linked != len(entries):
         raise CompressionConflict("the entries changed while the summarizer ran; nothing written")
     _failpoints.hit("compress.after_link")
@@ -548,7 +594,7 @@ def commit_summary(
 
 def commit_merge(
     conn: Connection,
-    session: RowMapping,
+    session: SessionRow,
     token: str,
     children: Sequence[MemorySummary],
     content: str,
@@ -614,7 +660,7 @@ def commit_merge(
     return summary, {**session, **counters}
 
 
-def _finish_claim(conn: Connection, session: RowMapping, counters: dict[str, Any]) -> None:
+def _finish_claim(conn: Connection, session: SessionRow, counters: dict[str, Any]) -> None:
     names = ("active_count", "active_tokens", "summary_count", "summary_tokens")
     values = {name: counters.get(name, session[name]) for name in names}
-    conn.execute(_sql.FINISH_CLAIM, {"pk_": session["pk"], **values})
+    _driver.write(conn, _sql.FINISH_CLAIM, {"pk_": session["pk"], **values})
