@@ -130,16 +130,38 @@ def _parse(text: str) -> BaseMessage:
     return messages_from_dict([json.loads(text)])[0]
 
 
-def deserialize(text: str) -> BaseMessage:
+def _copy_json(value: Any) -> Any:
+    """A copy of parsed JSON (dicts, lists and scalars) that shares no container."""
+    if type(value) is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy_json(item) for item in value]
+    return value
+
+
+def deserialize(text: str, *, fresh: bool = True) -> BaseMessage:
     """The message stored by :func:`serialize` (a fresh object every call).
 
     Stored messages never change, so parsed messages are cached by their JSON
-    text; callers get a copy, never the cached object.
+    text; callers get a copy that shares no container with the cached object
+    (content blocks, ``additional_kwargs``, tool calls are copied too; a shallow
+    copy of the model would let a caller's edit leak into later reads).
+    ``fresh=False`` returns the cached object itself, for tiermem's own
+    read-only use.
     """
     if len(text) > _CACHED_CHARS:
         return messages_from_dict([json.loads(text)])[0]
     message = _parse(text)
-    return message.model_copy(deep=not isinstance(message.content, str))
+    if not fresh:
+        return message
+    copy = message.model_copy()
+    # Every field came from JSON, so copying its containers is a deep copy,
+    # several times cheaper than model_copy(deep=True).
+    fields = copy.__dict__
+    for key, value in fields.items():
+        if type(value) is dict or type(value) is list:
+            fields[key] = _copy_json(value)
+    return copy
 
 
 def _block_text(block: object) -> str:

@@ -33,6 +33,7 @@ from .errors import (
     TiermemError,
 )
 from .models import CompressionResult, MemoryEntry, MemorySummary
+from .store import MessageWindow
 
 __all__ = ["CompressionMixin"]
 
@@ -118,14 +119,24 @@ class CompressionMixin(OpRunner):
         """Whether such an append compresses before it returns (not in background)."""
         return not self.config.background and self._compression_wanted(counters, now)
 
-    def _auto_compress(self, session_id: str, counters: Mapping[str, Any]) -> Op[None]:
+    def _auto_compress(
+        self,
+        session_id: str,
+        counters: Mapping[str, Any],
+        window_sink: list[MessageWindow] | None = None,
+    ) -> Op[None]:
+        """Compress after an append that left ``counters``, if wanted. With a
+        ``window_sink``, the last commit also reads what ``get_messages`` shows
+        into it (when no further round follows), saving the caller a transaction."""
         if not self._compression_wanted(counters, self.now()):
             return
         if self.config.background:
             self._enqueue(session_id)
             return
         try:
-            yield from self._op_compress(session_id, force=False, keep=None, auto=True)
+            yield from self._op_compress(
+                session_id, force=False, keep=None, auto=True, window_sink=window_sink
+            )
         except TiermemError as exc:
             # The append already committed; a failed compression is reported by the
             # compression_failed signal and the log, never by failing the add.
@@ -149,7 +160,13 @@ class CompressionMixin(OpRunner):
             logger.exception("background compression of %r failed", session_id)
 
     def _op_compress(
-        self, session_id: str, *, force: bool, keep: int | None, auto: bool
+        self,
+        session_id: str,
+        *,
+        force: bool,
+        keep: int | None,
+        auto: bool,
+        window_sink: list[MessageWindow] | None = None,
     ) -> Op[CompressionResult | None]:
         validate_session_id(session_id)
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
@@ -157,7 +174,9 @@ class CompressionMixin(OpRunner):
         result: CompressionResult | None = None
         window = self.config.recent_window if keep is None else keep
         for _ in range(_MAX_ROUNDS):
-            step = yield from self._compress_once(session_id, force=force, keep=window, auto=auto)
+            step = yield from self._compress_once(
+                session_id, force=force, keep=window, auto=auto, window_sink=window_sink
+            )
             if step is not None:
                 result, counters = step
             else:
@@ -167,7 +186,7 @@ class CompressionMixin(OpRunner):
                 counters = fetched
             over = self._over_budget(counters)
             if self._mergeable(counters) or (over and counters["summary_count"] >= 2):
-                merged = yield from self._merge_once(session_id, counters)
+                merged = yield from self._merge_once(session_id, counters, window_sink)
                 if merged is not None:
                     result, counters = merged
                     over = self._over_budget(counters)
@@ -189,8 +208,38 @@ class CompressionMixin(OpRunner):
         except SessionNotFound:
             return None
 
+    def _settled(self, counters: Mapping[str, Any]) -> bool:
+        """Whether a commit that left ``counters`` ends an automatic compression:
+        within budget and no merge due (see the loop of :meth:`_op_compress`)."""
+        return not self._over_budget(counters) and not self._mergeable(counters)
+
+    def _then_read(
+        self,
+        window_sink: list[MessageWindow] | None,
+        work: Callable[[Connection], tuple[MemorySummary, dict[str, Any]]],
+    ) -> Callable[[Connection], tuple[MemorySummary, dict[str, Any]]]:
+        """``work``, followed in its transaction by the window read into
+        ``window_sink`` when the counters it returns settle the compression."""
+        if window_sink is None:
+            return work
+
+        def work_then_read(conn: Connection) -> tuple[MemorySummary, dict[str, Any]]:
+            summary, counters = work(conn)
+            window_sink.clear()
+            if self._settled(counters):
+                window_sink.append(store.read_message_window(conn, counters))
+            return summary, counters
+
+        return work_then_read
+
     def _compress_once(
-        self, session_id: str, *, force: bool, keep: int | None, auto: bool
+        self,
+        session_id: str,
+        *,
+        force: bool,
+        keep: int | None,
+        auto: bool,
+        window_sink: list[MessageWindow] | None = None,
     ) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
         now, token = self.now(), uuid.uuid4().hex
 
@@ -206,7 +255,7 @@ class CompressionMixin(OpRunner):
             if not force and not self._over_budget(session):
                 return None
             chosen = select_entries(
-                store.read_entries(conn, session, active_only=True),
+                store.read_entries(conn, session, active_only=True, fresh=False),
                 self.config,
                 force=force,
                 keep=keep,
@@ -232,8 +281,11 @@ class CompressionMixin(OpRunner):
         summary, counters = self._commit(
             session_id,
             token,
-            lambda conn: store.commit_summary(
-                conn, self._session(conn, session_id), token, chosen, text, tokens, self.now()
+            self._then_read(
+                window_sink,
+                lambda conn: store.commit_summary(
+                    conn, self._session(conn, session_id), token, chosen, text, tokens, self.now()
+                ),
             ),
         )
         _failpoints.hit("compress.after_commit_before_signal")
@@ -242,7 +294,10 @@ class CompressionMixin(OpRunner):
         return result, counters
 
     def _merge_once(
-        self, session_id: str, counters: Mapping[str, Any]
+        self,
+        session_id: str,
+        counters: Mapping[str, Any],
+        window_sink: list[MessageWindow] | None = None,
     ) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
         """Summarize the top-level summaries into one higher-level summary."""
         now, token = self.now(), uuid.uuid4().hex
@@ -278,8 +333,11 @@ class CompressionMixin(OpRunner):
         summary, after = self._commit(
             session_id,
             token,
-            lambda conn: store.commit_merge(
-                conn, self._session(conn, session_id), token, children, text, tokens, self.now()
+            self._then_read(
+                window_sink,
+                lambda conn: store.commit_merge(
+                    conn, self._session(conn, session_id), token, children, text, tokens, self.now()
+                ),
             ),
         )
         result = _result(session_id, summary, 0, before, after, merged=len(children))

@@ -237,8 +237,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         with_window: bool,
     ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
         """Append in one transaction; with ``with_window`` also read what
-        ``get_messages`` shows, in the same transaction when no compression will
-        follow (else ``None``: the caller reads after it)."""
+        ``get_messages`` shows: in the same transaction when no compression
+        follows, else in the compression's last commit (``None`` when that did not
+        happen: the caller reads after it)."""
         validate_session_id(session_id)
         now = self.now()
 
@@ -283,7 +284,10 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         _failpoints.hit("append.after_commit")
         if entries:
             yield Emit([("entry:added", {"session_id": session_id, "entry": e}) for e in entries])
-        yield from self._auto_compress(session_id, counters)
+        sink: list[MessageWindow] | None = [] if with_window and read is None else None
+        yield from self._auto_compress(session_id, counters, sink)
+        if read is None and sink:
+            read = sink[0]
         return entries, read
 
     def add_message(

@@ -19,13 +19,13 @@ from ._messages import validate_session_id
 from ._ops import Op, OpRunner
 from .errors import InvalidArgument
 from .models import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
-from .rendering import SummaryText, context_text, render_messages
+from .rendering import context_text, render_messages
 
 __all__ = ["MessageWindow", "ReadingMixin", "Window"]
 
 T = TypeVar("T")
 Window = tuple[list[MemorySummary], list[MemoryEntry]]
-MessageWindow = tuple[list[SummaryText], list[BaseMessage]]
+MessageWindow = store.MessageWindow
 #: SQL integers are signed 64-bit: larger limits and offsets are clamped to this.
 MAX_SQL_INT = 2**62
 

@@ -350,7 +350,10 @@ def existing_message_ids(conn: Connection, pk: int, ids: Sequence[str]) -> set[s
     return {load_text(value) for value in conn.execute(query).scalars() if value is not None}
 
 
-def _entry(session_id: str, row: Any, message: BaseMessage | None = None) -> MemoryEntry:
+def _entry(
+    session_id: str, row: Any, message: BaseMessage | None = None, *, fresh: bool = True
+) -> MemoryEntry:
+    meta = row["meta"]
     return MemoryEntry(
         id=row["id"],
         session_id=session_id,
@@ -362,9 +365,9 @@ def _entry(session_id: str, row: Any, message: BaseMessage | None = None) -> Mem
         token_count=row["token_count"],
         compressed=row["summary_id"] is not None,
         summary_id=row["summary_id"],
-        metadata=json.loads(row["meta"]),
+        metadata={} if meta == "{}" else json.loads(meta),
         pinned=bool(row["pinned"]),
-        message=message if message is not None else deserialize(row["message"]),
+        message=message if message is not None else deserialize(row["message"], fresh=fresh),
     )
 
 
@@ -375,12 +378,17 @@ def read_entries(
     active_only: bool,
     seq_range: tuple[int, int] | None = None,
     compressed_only: bool = False,
+    fresh: bool = True,
 ) -> list[MemoryEntry]:
-    """Entries of a session in seq order."""
+    """Entries of a session in seq order.
+
+    With ``fresh=False`` entries share their messages with the parse cache: only
+    for tiermem's own read-only use (planning a compression), never for callers.
+    """
     sid = session["session_id"]
     if active_only and seq_range is None:  # the hot path: a prebuilt statement
         rows = _driver.fetch(conn, _sql.SELECT_ACTIVE, {"pk_": session["pk"]})
-        return [_entry(sid, row) for row in rows]
+        return [_entry(sid, row, fresh=fresh) for row in rows]
     query = sa.select(entry_table).where(E.session_pk == session["pk"]).order_by(E.seq)
     if active_only:
         query = query.where(E.summary_id.is_(None))
@@ -391,9 +399,11 @@ def read_entries(
     return [_entry(session["session_id"], row) for row in conn.execute(query).mappings()]
 
 
-def read_message_window(
-    conn: Connection, session: Mapping[Any, Any]
-) -> tuple[list[SummaryText], list[BaseMessage]]:
+#: What ``get_messages`` renders: the top-level summaries and the active messages.
+MessageWindow = tuple[list[SummaryText], list[BaseMessage]]
+
+
+def read_message_window(conn: Connection, session: Mapping[Any, Any]) -> MessageWindow:
     """The top-level summaries (ids and texts) and the messages of the active entries:
     everything ``get_messages`` shows, in one statement that parses nothing else."""
     summaries: list[SummaryText] = []

@@ -64,7 +64,8 @@ def test_one_transaction_when_no_compression_follows(
     engine: Engine, make_memory: MemoryFactory
 ) -> None:
     """Under budget, the store and the read commit together: one transaction, one
-    recorded access; a compression adds its own transactions and a fresh read."""
+    recorded access. A compressing turn adds the claim and the summary commit, and
+    reads the context in that commit: three transactions, still one access."""
     memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
     memory.add_and_get_messages("s", exchange(0))
     before = memory.list_sessions()[0].access_count
@@ -75,10 +76,12 @@ def test_one_transaction_when_no_compression_follows(
 
     turn = 2
     while memory.get_stats("s").summaries == 0:
+        accesses = memory.list_sessions()[0].access_count
         with commits(engine) as seen:
             context = memory.add_and_get_messages("s", exchange(turn))
         turn += 1
-    assert len(seen) > 1  # the compression's claim and commit, then the read
+    assert len(seen) == 3  # the append, the claim, the summary commit with the read
+    assert memory.list_sessions()[0].access_count == accesses + 1
     assert context == memory.get_messages("s") and is_summary_message(context[0])
 
 
@@ -107,3 +110,19 @@ def test_async_twin_matches(make_memory: MemoryFactory) -> None:
     expected = [sync.add_and_get_messages("s", exchange(t)) for t in range(12)]
     got = asyncio.run(run())
     assert [[m.text for m in c] for c in got] == [[m.text for m in c] for c in expected]
+
+
+def test_a_turn_that_compresses_and_merges_returns_the_final_context(
+    make_memory: MemoryFactory,
+) -> None:
+    """When a compression is followed by a summary merge, the context read in the
+    first commit is dropped: the turn returns what the merge left."""
+    config = SMALL.replace(summary_share=0.05)
+    memory = make_memory(config=config, summarizer=FakeSummarizer())
+    with SignalRecorder(memory).recording() as recorder:
+        for turn in range(30):
+            context = memory.add_and_get_messages("s", exchange(turn))
+            assert context == memory.get_messages("s")
+            assert_provider_valid(context)
+    merges = [r for r in recorder.of("compressed") if r["result"].merged_summaries]
+    assert merges, "the budget was meant to force summary merges"

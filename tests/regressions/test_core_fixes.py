@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from langchain_core.messages import AIMessage, HumanMessage
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem.errors import StorageError
@@ -75,3 +76,39 @@ def test_first_connection_waits_for_another_writer_before_switching_to_wal(
     check = sqlite3.connect(path)
     assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     check.close()
+
+
+def test_editing_a_returned_message_never_changes_later_reads(
+    make_memory: MemoryFactory,
+) -> None:
+    """Returned messages share no container with the parse cache: editing
+    ``additional_kwargs``, content blocks or tool-call arguments of one read
+    leaves the next read (and the stored entry) as it was added."""
+    memory = make_memory()
+    memory.add_messages(
+        "s",
+        [
+            HumanMessage([{"type": "text", "text": "look"}], additional_kwargs={"k": [1]}),
+            AIMessage(
+                "",
+                tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "c1"}],
+                response_metadata={"model": "m"},
+            ),
+        ],
+    )
+    first = memory.get_messages("s")
+    human, call = first[0], first[1]
+    assert isinstance(human.content, list) and isinstance(call, AIMessage)
+    human.additional_kwargs["k"].append(2)
+    human.additional_kwargs["new"] = True
+    human.content[0]["text"] = "edited"  # type: ignore[index]
+    call.tool_calls[0]["args"]["q"] = "edited"
+    call.response_metadata["model"] = "edited"
+    memory.get_entries("s")[0].message.additional_kwargs["k"].append(3)
+
+    again = memory.get_messages("s")
+    assert again[0].additional_kwargs == {"k": [1]}
+    assert again[0].content == [{"type": "text", "text": "look"}]
+    assert isinstance(again[1], AIMessage)
+    assert again[1].tool_calls[0]["args"] == {"q": "x"}
+    assert again[1].response_metadata == {"model": "m"}
