@@ -160,7 +160,7 @@ def deserialize(text: str, *, fresh: bool = True) -> BaseMessage:
     fields = copy.__dict__
     for key, value in fields.items():
         if type(value) is dict or type(value) is list:
-            fields[key] = _copy_json(value)
+            fields[key] = _copy_json(value) if value else type(value)()
     return copy
 
 
