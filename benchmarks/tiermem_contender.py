@@ -27,6 +27,9 @@ class TiermemContender(Contender[list[BaseMessage]]):
             )
         else:
             self._memory = ConversationMemory(url=url, config=config, summarizer=FakeSummarizer())
+        # Creating the tables is setup, as every other contender's constructor does
+        # its own; tiermem would otherwise do it lazily inside the first timed turn.
+        self._memory.database.ensure_schema()
 
     def step(self, human: str, ai: str) -> list[BaseMessage]:
         """Store the exchange and get the next context: ``add_and_get_messages``, one

@@ -66,6 +66,17 @@ SELECT_MESSAGE_WINDOW = sa.union_all(
     ),
 ).order_by(sa.literal_column("kind"), sa.literal_column("k1"), sa.literal_column("k2"))
 
+#: Ids and seqs of the compressed entries :first..:last of session :pk, in seq order.
+SELECT_COVERED = (
+    sa.select(E.id, E.seq)
+    .where(
+        E.session_pk == sa.bindparam("pk_"),
+        E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
+        E.summary_id.is_not(None),
+    )
+    .order_by(E.seq)
+)
+
 #: Top-level summaries of session :pk, oldest first.
 SELECT_TOP_SUMMARIES = (
     sa.select(summary_table)

@@ -304,7 +304,7 @@ class CompressionMixin(OpRunner):
 
         def plan(conn: Connection) -> list[MemorySummary] | None:
             session = self._session(conn, session_id)
-            children = store.read_summaries(conn, session, with_ids=True)
+            children = store.read_summaries(conn, session, with_ids=False)
             if len(children) < 2:
                 return None
             store.claim(conn, session, token, now, self.config.claim_ttl)

@@ -9,6 +9,7 @@ never the length of the whole conversation.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 from collections.abc import Mapping, Sequence
@@ -428,7 +429,7 @@ def read_summaries(
     if top_only and not with_ids and not session["summary_count"]:
         return []
     if top_only and not with_ids:
-        top = conn.execute(_sql.SELECT_TOP_SUMMARIES, {"pk_": session["pk"]}).mappings()
+        top = _driver.fetch(conn, _sql.SELECT_TOP_SUMMARIES, {"pk_": session["pk"]})
         return [_summary(session["session_id"], row, ()) for row in top]
     query = (
         sa.select(summary_table).where(M.session_pk == session["pk"]).order_by(M.first_seq, M.level)
@@ -438,16 +439,20 @@ def read_summaries(
     rows = list(conn.execute(query).mappings())
     ids_by_summary: dict[int, list[int]] = {row["id"]: [] for row in rows}
     if with_ids and rows:
-        spans = [(row["id"], row["first_seq"], row["last_seq"]) for row in rows]
-        lo, hi = min(s[1] for s in spans), max(s[2] for s in spans)
-        covered = conn.execute(
-            sa.select(E.id, E.seq)
-            .where(E.session_pk == session["pk"], E.summary_id.is_not(None), E.seq.between(lo, hi))
-            .order_by(E.seq)
-        ).all()
-        for summary_id, first, last in spans:
-            ids_by_summary[summary_id] = [eid for eid, seq in covered if first <= seq <= last]
+        lo = min(row["first_seq"] for row in rows)
+        hi = max(row["last_seq"] for row in rows)
+        ids, seqs = _covered(conn, session["pk"], lo, hi)
+        for row in rows:  # each span is a slice of the seq-ordered list
+            start = bisect.bisect_left(seqs, row["first_seq"])
+            end = bisect.bisect_right(seqs, row["last_seq"])
+            ids_by_summary[row["id"]] = ids[start:end]
     return [_summary(session["session_id"], row, ids_by_summary[row["id"]]) for row in rows]
+
+
+def _covered(conn: Connection, pk: int, first: int, last: int) -> tuple[list[int], list[int]]:
+    """Ids and seqs of the compressed entries with seqs ``first..last``, in seq order."""
+    rows = _driver.fetch_rows(conn, _sql.SELECT_COVERED, {"pk_": pk, "first": first, "last": last})
+    return [row[0] for row in rows], [row[1] for row in rows]
 
 
 def _summary(session_id: str, row: Any, entry_ids: Sequence[int]) -> MemorySummary:
@@ -620,6 +625,9 @@ def commit_merge(
     original = sum(child.token_count for child in children)
     first, last = children[0].first_seq, children[-1].last_seq
     level = max(child.level for child in children) + 1
+    # The children were read without their entry ids (planning stays cheap however
+    # long the session); the merged summary's ids are one range read here.
+    entry_ids, _ = _covered(conn, session["pk"], first, last)
     summary_id = conn.execute(
         sa.insert(summary_table)
         .values(
@@ -628,7 +636,7 @@ def commit_merge(
             level=level,
             first_seq=first,
             last_seq=last,
-            entry_count=sum(len(child.original_entry_ids) for child in children),
+            entry_count=len(entry_ids),
             token_count=token_count,
             original_token_count=original,
             created_at=now,
@@ -657,7 +665,7 @@ def commit_merge(
         id=summary_id,
         session_id=session["session_id"],
         content=content,
-        original_entry_ids=tuple(i for child in children for i in child.original_entry_ids),
+        original_entry_ids=tuple(entry_ids),
         token_count=token_count,
         original_token_count=original,
         compression_ratio=token_count / original if original else 0.0,

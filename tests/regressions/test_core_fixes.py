@@ -112,3 +112,34 @@ def test_editing_a_returned_message_never_changes_later_reads(
     assert isinstance(again[1], AIMessage)
     assert again[1].tool_calls[0]["args"] == {"q": "x"}
     assert again[1].response_metadata == {"model": "m"}
+
+
+def test_merged_summaries_list_every_entry_they_cover(make_memory: MemoryFactory) -> None:
+    """A merge plans without reading entry ids (its cost no longer grows with the
+    session); the merged summary still lists every entry under it, as
+    get_summaries and expand_summary do."""
+    config = MemoryConfig(
+        max_tokens=300, recent_window=2, min_entries_to_compress=2, summary_share=0.05
+    )
+    memory = make_memory(config=config, summarizer=FakeSummarizer())
+    merged = []
+    memory.on("compressed", lambda _sender, **kw: merged.append(kw["result"]))
+    for turn in range(25):
+        memory.add_and_get_messages(
+            "s",
+            [
+                HumanMessage(f"question {turn} about the weather in town {turn}"),
+                AIMessage(f"answer {turn}: sunny in town {turn}, light wind from the west"),
+            ],
+        )
+    results = [r for r in merged if r.merged_summaries]
+    assert results, "the budget was meant to force merges"
+    last = results[-1].summary
+    assert last.level >= 2
+    expanded = [e.id for e in memory.expand_summary(last.id)]
+    assert list(last.original_entry_ids) == expanded
+    stored = {s.id: s for s in memory.get_summaries("s")}
+    if last.id in stored:  # still top-level
+        assert stored[last.id].original_entry_ids == last.original_entry_ids
+    compressed = [e.id for e in memory.get_entries("s") if e.compressed and e.seq <= last.last_seq]
+    assert list(last.original_entry_ids) == compressed
