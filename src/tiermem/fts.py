@@ -8,6 +8,13 @@ Each indexed table is described by an :class:`FtsIndex`. :func:`install` (an
   external-content FTS5 table over that view and triggers on the base table
   that keep the index in step with every insert, update and delete inside the
   writing transaction (an index created over existing rows is rebuilt);
+* on SQLite, for a *deferred* index (conversation entries), inserts only
+  record the row in a ``<name>_pending`` table, and :func:`flush` indexes the
+  pending rows in one statement. FTS5 pays a fixed cost per transaction that
+  writes to it, several times SQLite's cost of the row itself, so a
+  conversation indexes its entries every few turns instead of every turn;
+  search flushes first, so it always sees every committed entry. The view
+  leaves pending rows out, so the index always equals its content;
 * on PostgreSQL, a ``GENERATED ALWAYS ... STORED`` ``tsvector`` column on the
   base table and a GIN index on it.
 
@@ -39,7 +46,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import tables
+from . import _driver, tables
 
 __all__ = [
     "ENTRY_INDEX",
@@ -49,8 +56,10 @@ __all__ = [
     "PG_SEPARATORS",
     "FtsColumn",
     "FtsIndex",
+    "flush",
     "fts5_query",
     "install",
+    "install_index",
     "partition_range",
     "sqlite_matches",
     "tokenize",
@@ -96,12 +105,14 @@ class FtsIndex:
         partition_sql: SQLite: the expression (with ``{r}``) of a row's
             partition, the high bits of its FTS5 rowid.
         columns: the indexed texts.
+        deferred: SQLite: new rows wait in ``<name>_pending`` until :func:`flush`.
     """
 
     name: str
     table: sa.Table
     partition_sql: str
     columns: tuple[FtsColumn, ...]
+    deferred: bool = False
 
 
 def _limited(column: str) -> str:
@@ -114,6 +125,7 @@ ENTRY_INDEX = FtsIndex(
     table=tables.entry_table,
     partition_sql="{r}session_pk",
     columns=(FtsColumn("content", _limited("content")),),
+    deferred=True,
 )
 
 #: Every index :func:`install` maintains; other modules append theirs.
@@ -195,10 +207,12 @@ def _rowid(index: FtsIndex, r: str) -> str:
 def _sqlite_install(conn: Connection, index: FtsIndex) -> None:
     table, name = index.table.name, index.name
     names = ", ".join(column.name for column in index.columns)
+    pending = f"{name}_pending"
     view = (
         f"CREATE VIEW {name}_src AS SELECT {_rowid(index, '')} AS fts_rowid, "
         + ", ".join(f"{column.sql.format(r='')} AS {column.name}" for column in index.columns)
         + f" FROM {table}"
+        + (f" WHERE id NOT IN (SELECT id FROM {pending})" if index.deferred else "")
     )
     existing = conn.exec_driver_sql(
         "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", (f"{name}_src",)
@@ -208,6 +222,8 @@ def _sqlite_install(conn: Connection, index: FtsIndex) -> None:
         existing = None
     if existing is not None:
         return
+    if index.deferred:
+        conn.exec_driver_sql(f"CREATE TABLE {pending} (id INTEGER PRIMARY KEY)")
     conn.exec_driver_sql(view)
     # remove_diacritics 0: the same words as PostgreSQL's 'simple' configuration.
     conn.exec_driver_sql(
@@ -220,6 +236,17 @@ def _sqlite_install(conn: Connection, index: FtsIndex) -> None:
 
     insert = f"INSERT INTO {name}(rowid, {names}) VALUES ({values('new.')});"
     delete = f"INSERT INTO {name}({name}, rowid, {names}) VALUES ('delete', {values('old.')});"
+    if index.deferred:
+        # A pending row is not in the index: removing it must not touch the index
+        # (an FTS5 'delete' of a row never added would corrupt it). An updated
+        # row is indexed again by the next flush.
+        indexed = f"NOT EXISTS (SELECT 1 FROM {pending} WHERE id = old.id)"
+        delete = (
+            f"INSERT INTO {name}({name}, rowid, {names}) "
+            f"SELECT 'delete', {values('old.')} WHERE {indexed}; "
+            f"DELETE FROM {pending} WHERE id = old.id;"
+        )
+        insert = f"INSERT OR IGNORE INTO {pending}(id) VALUES (new.id);"
     watched = ", ".join(sorted(_referenced(index)))
     for suffix, when, body in (
         ("ai", f"AFTER INSERT ON {table}", insert),
@@ -229,6 +256,27 @@ def _sqlite_install(conn: Connection, index: FtsIndex) -> None:
         conn.exec_driver_sql(f"CREATE TRIGGER {name}_{suffix} {when} BEGIN {body} END")
     # A new index over existing rows (an upgraded database) starts complete.
     conn.exec_driver_sql(f"INSERT INTO {name}({name}) VALUES ('rebuild')")
+
+
+@functools.cache
+def _flush_statements(index: FtsIndex) -> tuple[str, str]:
+    name, pending = index.name, f"{index.name}_pending"
+    names = ", ".join(column.name for column in index.columns)
+    exprs = ", ".join([_rowid(index, "")] + [column.sql.format(r="") for column in index.columns])
+    return (
+        f"INSERT INTO {name}(rowid, {names}) SELECT {exprs} FROM {index.table.name} "
+        f"WHERE id IN (SELECT id FROM {pending})",
+        f"DELETE FROM {pending}",
+    )
+
+
+def flush(conn: Connection, index: FtsIndex = ENTRY_INDEX) -> None:
+    """Index the pending rows of a deferred index, in the caller's transaction
+    (SQLite; a no-op on PostgreSQL, whose index is a generated column)."""
+    if conn.dialect.name != "sqlite" or not index.deferred:
+        return
+    for statement in _flush_statements(index):
+        _driver.execute_sql(conn, statement).close()
 
 
 def _referenced(index: FtsIndex) -> set[str]:
@@ -271,10 +319,16 @@ def install(conn: Connection) -> None:
     serializes across processes.
     """
     for index in INDEXES:
-        if conn.dialect.name == "postgresql":
-            _pg_install(conn, index)
-        else:
-            _sqlite_install(conn, index)
+        install_index(conn, index)
+
+
+def install_index(conn: Connection, index: FtsIndex) -> None:
+    """Create one full-text index if it is missing; on SQLite an index of another
+    layout (an older view, or deferred where ``index`` is not) is rebuilt."""
+    if conn.dialect.name == "postgresql":
+        _pg_install(conn, index)
+    else:
+        _sqlite_install(conn, index)
 
 
 def uninstall(conn: Connection, index: FtsIndex) -> None:
@@ -288,6 +342,7 @@ def uninstall(conn: Connection, index: FtsIndex) -> None:
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}_{suffix}")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
     conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}_src")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}_pending")
 
 
 tables.after_create.append(install)

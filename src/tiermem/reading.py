@@ -14,7 +14,7 @@ from typing import TypeVar
 from langchain_core.messages import BaseMessage
 from sqlalchemy.engine import Connection
 
-from . import store
+from . import fts, store
 from ._messages import validate_session_id
 from ._ops import Op, OpRunner
 from .errors import InvalidArgument
@@ -211,12 +211,16 @@ class ReadingMixin(OpRunner):
             raise InvalidArgument(f"limit must be an int >= 1, got {limit!r}")
         limit = min(limit, MAX_SQL_INT)
         now, policy = self.now(), self.config.tier_policy
-        return self._db.run(
-            lambda conn: search_entries(
+
+        def work(conn: Connection) -> list[SearchHit]:
+            # Entries are indexed in batches on SQLite: index the pending ones first,
+            # so a search sees every committed entry.
+            fts.flush(conn)
+            return search_entries(
                 conn, self.project, query, session_id, limit, now=now, policy=policy
-            ),
-            write=False,
-        )
+            )
+
+        return self._db.run(work, write=not self._db.is_postgres)
         yield  # pragma: no cover
 
     def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:

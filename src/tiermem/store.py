@@ -22,7 +22,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from . import _driver, _failpoints, _sql
+from . import _driver, _failpoints, _sql, fts
 from ._messages import deserialize, load_text, store_text, tool_call_ids
 from .errors import (
     CompressionConflict,
@@ -36,6 +36,10 @@ from .tables import entry_table, session_table, summary_table
 from .tiers import MemoryTier
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
+
+#: Entries are indexed for search in batches (:mod:`tiermem.fts`): an append
+#: indexes every pending entry when its session's seqs cross a multiple of this.
+FTS_BATCH = 16
 
 #: A session row (column name -> value) as the hot statements return it.
 SessionRow = Mapping[str, Any]
@@ -263,6 +267,8 @@ def append(
         for offset, entry in enumerate(entries)
     ]
     ids = _insert_entries(conn, rows)
+    if (first_seq - 1) // FTS_BATCH != session["last_seq"] // FTS_BATCH:
+        fts.flush(conn)
     _failpoints.hit("append.after_insert")
     stored = [
         _entry(session["session_id"], row | {"id": entry_id, "summary_id": None}, entry.message)

@@ -11,6 +11,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem.store import FTS_BATCH
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory
@@ -101,13 +102,15 @@ def _grow(memory: ConversationMemory, sid: str, count: int) -> None:
 
 
 def test_append_cost_is_flat_in_session_length(engine: Engine, make_memory: MemoryFactory) -> None:
-    """Appending to a 10,000-entry session runs the same SQL statements as to a 10-entry one."""
+    """Appending to a 10,000-entry session runs the same SQL statements as to a 16-entry
+    one (both at the same place in the cadence of batched full-text indexing)."""
     memory = make_memory(
         config=MemoryConfig(max_entries=1_000_000, max_tokens=100_000_000),
         summarizer=FakeSummarizer(),
     )
-    _grow(memory, "short", 10)
+    _grow(memory, "short", 16)
     _grow(memory, "long", 10_000)
+    assert 16 % FTS_BATCH == 10_000 % FTS_BATCH == 0
     assert memory.get_stats("long").total_entries == 10_000
     per_session: dict[str, list[list[str]]] = {}
     for sid in ("short", "long"):

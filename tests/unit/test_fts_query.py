@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -185,9 +186,107 @@ def test_matches_carry_a_mask_per_row_and_stay_in_their_partition(tmp_path: Path
                 "'{}', '2026-01-01', 1, 0, '{}')",
                 (session_pk, seq, text),
             )
+        fts.flush(conn)  # entries are indexed in batches
     with engine.connect() as conn:
         inside = fts.sqlite_matches(conn, fts.ENTRY_INDEX, ["apple", "pear"], 1)
         everywhere = fts.sqlite_matches(conn, fts.ENTRY_INDEX, ["apple"])
     assert inside == {1: 0b01, 2: 0b11, 3: 0b10}
     assert everywhere == {1: 1, 2: 1, 4: 1}
+    engine.dispose()
+
+
+def _session_and_entries(conn: sa.Connection, texts: list[str]) -> None:
+    conn.exec_driver_sql(
+        "INSERT INTO tiermem_session (project, session_id, created_at, last_accessed, "
+        "access_count, memory_tier, last_seq, entry_count, entry_tokens, active_count, "
+        "active_tokens, summary_count, summary_tokens, encoding, pending_calls, failures) "
+        "VALUES ('p', 's', '2026-01-01', '2026-01-01', 0, 'active', 0, 0, 0, 0, 0, 0, 0, "
+        "'cl100k_base', '{}', 0)"
+    )
+    for seq, text in enumerate(texts, start=1):
+        conn.exec_driver_sql(
+            "INSERT INTO tiermem_entry (session_pk, seq, type, role, content, message, "
+            "timestamp, token_count, pinned, meta) VALUES (1, ?, 'message', 'user', ?, "
+            "'{}', '2026-01-01', 1, 0, '{}')",
+            (seq, text),
+        )
+
+
+def _matching(conn: sa.Connection, word: str) -> set[int]:
+    return set(fts.sqlite_matches(conn, fts.ENTRY_INDEX, [word]))
+
+
+def _integrity_check(conn: sa.Connection) -> None:
+    conn.exec_driver_sql(
+        "INSERT INTO tiermem_entry_fts(tiermem_entry_fts, rank) VALUES ('integrity-check', 1)"
+    )
+
+
+def test_deferred_entries_are_indexed_by_a_flush(tmp_path: Path) -> None:
+    """A new entry waits in the pending table (the index stays consistent without it)
+    until a flush indexes every pending entry at once."""
+    engine = _engine(tmp_path / "db.sqlite")
+    create_tables(engine)
+    with engine.begin() as conn:
+        _session_and_entries(conn, ["walrus one", "walrus two"])
+        assert _matching(conn, "walrus") == set()
+        _integrity_check(conn)
+        fts.flush(conn)
+        assert _matching(conn, "walrus") == {1, 2}
+        pending = conn.exec_driver_sql("SELECT count(*) FROM tiermem_entry_fts_pending").scalar()
+        assert pending == 0
+        _integrity_check(conn)
+    engine.dispose()
+
+
+def test_deleting_or_editing_pending_and_indexed_entries_keeps_the_index_exact(
+    tmp_path: Path,
+) -> None:
+    """Deleting a pending entry never touches the index (an FTS5 delete of a row never
+    added would corrupt it); deleting an indexed one removes it; an edited entry is
+    indexed again, with its new text, by the next flush."""
+    engine = _engine(tmp_path / "db.sqlite")
+    create_tables(engine)
+    with engine.begin() as conn:
+        _session_and_entries(conn, ["otter indexed", "otter gone", "otter edited"])
+        fts.flush(conn)
+        conn.exec_driver_sql(
+            "INSERT INTO tiermem_entry (session_pk, seq, type, role, content, message, "
+            "timestamp, token_count, pinned, meta) VALUES (1, 4, 'message', 'user', "
+            "'otter pending', '{}', '2026-01-01', 1, 0, '{}')"
+        )
+        conn.exec_driver_sql("DELETE FROM tiermem_entry WHERE id IN (2, 4)")
+        conn.exec_driver_sql("UPDATE tiermem_entry SET content = 'beaver now' WHERE id = 3")
+        _integrity_check(conn)
+        assert _matching(conn, "otter") == {1}
+        assert _matching(conn, "beaver") == set()
+        fts.flush(conn)
+        _integrity_check(conn)
+        assert _matching(conn, "otter") == {1}
+        assert _matching(conn, "beaver") == {3}
+    engine.dispose()
+
+
+def test_an_immediate_index_of_the_older_layout_is_rebuilt_deferred(tmp_path: Path) -> None:
+    """A database whose entry index has per-row triggers (the older layout)
+    is rebuilt on open, complete, and the other way round."""
+    engine = _engine(tmp_path / "db.sqlite")
+    create_tables(engine)
+    immediate = dataclasses.replace(fts.ENTRY_INDEX, deferred=False)
+    with engine.begin() as conn:
+        fts.install_index(conn, immediate)
+        _session_and_entries(conn, ["heron"])
+        assert _matching(conn, "heron") == {1}  # indexed by its own trigger
+    create_tables(engine)  # what opening a memory does
+    with engine.begin() as conn:
+        assert _matching(conn, "heron") == {1}
+        conn.exec_driver_sql(
+            "INSERT INTO tiermem_entry (session_pk, seq, type, role, content, message, "
+            "timestamp, token_count, pinned, meta) VALUES (1, 2, 'message', 'user', "
+            "'heron again', '{}', '2026-01-01', 1, 0, '{}')"
+        )
+        assert _matching(conn, "heron") == {1}  # deferred now
+        fts.install_index(conn, immediate)  # back: pending entries are indexed too
+        assert _matching(conn, "heron") == {1, 2}
+        _integrity_check(conn)
     engine.dispose()
