@@ -50,7 +50,9 @@ class _Compiled:
 _MISSING = object()
 
 
-@functools.cache
+# Keyed by dialect instance (one per engine): bounded, so a process that creates
+# many engines does not keep them all alive.
+@functools.lru_cache(maxsize=512)
 def _compile(
     statement: Executable, dialect: Dialect, column_keys: tuple[str, ...] | None
 ) -> _Compiled:
