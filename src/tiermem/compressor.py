@@ -138,6 +138,9 @@ class CompressionMixin(OpRunner):
                 session_id, force=False, keep=None, auto=True, window_sink=window_sink
             )
         except TiermemError as exc:
+            if window_sink is not None:
+                # Read in a commit that then failed: it shows what was rolled back.
+                window_sink.clear()
             # The append already committed; a failed compression is reported by the
             # compression_failed signal and the log, never by failing the add.
             logger.warning("automatic compression of %r failed: %s", session_id, exc)

@@ -126,3 +126,35 @@ def test_a_turn_that_compresses_and_merges_returns_the_final_context(
             assert_provider_valid(context)
     merges = [r for r in recorder.of("compressed") if r["result"].merged_summaries]
     assert merges, "the budget was meant to force summary merges"
+
+
+def test_a_summary_commit_that_fails_never_shows_its_summary(
+    engine: Engine, make_memory: MemoryFactory
+) -> None:
+    """The context read inside the summary commit is dropped when that commit fails:
+    the turn returns what is stored (no summary, every entry active)."""
+    memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
+    attempted: list[bool] = []
+
+    def watch(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.startswith("INSERT INTO tiermem_summary"):
+            attempted.append(True)
+
+    def fail_summary_commit(_conn: object) -> None:
+        if attempted and len(attempted) == 1:
+            attempted.append(True)  # fail once
+            raise sa.exc.OperationalError("COMMIT", None, Exception("disk I/O error"))
+
+    sa.event.listen(engine, "before_cursor_execute", watch)
+    sa.event.listen(engine, "commit", fail_summary_commit)
+    try:
+        turn = 0
+        while not attempted:
+            context = memory.add_and_get_messages("s", exchange(turn))
+            turn += 1
+    finally:
+        sa.event.remove(engine, "commit", fail_summary_commit)
+        sa.event.remove(engine, "before_cursor_execute", watch)
+    assert memory.get_stats("s").summaries == 0
+    assert not any(is_summary_message(message) for message in context)
+    assert context == memory.get_messages("s")
