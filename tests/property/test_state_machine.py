@@ -28,6 +28,7 @@ from hypothesis.stateful import (
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    HumanMessage,
     SystemMessage,
     ToolMessage,
     message_to_dict,
@@ -41,7 +42,9 @@ from tiermem import (
     MemoryConfig,
     TierPolicy,
     calculate_tier,
+    fts,
 )
+from tiermem._messages import render_text
 from tiermem.errors import (
     InvalidContent,
     SessionNotFound,
@@ -69,6 +72,8 @@ CONFIG = MemoryConfig(
 FULL_CHECK_EVERY = 8
 FAILING_MODES = ["raise", "empty", "whitespace", "none", "error_stub", "echo_x2", "tool_call"]
 COUNTER = TokenCounter()
+#: Words the search rule looks for (plain ASCII, so the model's word split is FTS5's).
+MARKERS = ("kestrel", "osprey")
 
 
 def _normal(message: BaseMessage) -> dict[str, Any]:
@@ -279,6 +284,24 @@ class MemoryMachine(RuleBasedStateMachine):
     def add_batch(self, session_id: str, batch: list[BaseMessage]) -> None:
         """add_messages of several messages at once."""
         self._append(session_id, batch)
+
+    @rule(session_id=SESSION_IDS, marker=st.sampled_from(MARKERS), text=texts)
+    def add_marked(self, session_id: str, marker: str, text: str) -> None:
+        """A message holding a known word, for the search rule."""
+        self._append(session_id, [HumanMessage(f"{marker} {text}")])
+
+    @rule(marker=st.sampled_from(MARKERS))
+    def search(self, marker: str) -> None:
+        """search finds exactly the entries holding the word, compressed or not, in every
+        session, whatever the batched index has pending (a search indexes it first)."""
+        expected = {
+            (session_id, index + 1)
+            for session_id, session in self.model.items()
+            for index, entry in enumerate(session.entries)
+            if marker in fts.words(render_text(entry.message))
+        }
+        hits = self.memory.search(marker, limit=10_000)
+        assert {(hit.entry.session_id, hit.entry.seq) for hit in hits} == expected
 
     @rule(session_id=SESSION_IDS, shape=tool_group_shapes(), answer=st.booleans())
     def add_tool_group(self, session_id: str, shape: ToolGroupShape, answer: bool) -> None:
