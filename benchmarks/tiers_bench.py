@@ -50,7 +50,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig, calculate_tier
+from tiermem import ConversationMemory, MemoryConfig, calculate_tier, fts
 from tiermem.testing import ManualClock
 
 PG_URL = os.environ.get(
@@ -224,6 +224,9 @@ def load(engine: Engine, sessions: int, expired: int, entries: int, seed: int) -
         cursor.close()
     finally:
         raw.close()
+    # Expired sessions are old: their entries were indexed for search long ago.
+    with engine.begin() as conn:
+        fts.flush(conn)
     vacuum(engine)
 
 

@@ -11,7 +11,7 @@ the importing memory's encoding; stored counts are never trusted.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -164,7 +164,7 @@ def _check_depth(value: Any) -> None:
 
 
 def export_state(
-    session: Mapping[str, Any], entries: Sequence[MemoryEntry], summaries: Sequence[MemorySummary]
+    session: store.SessionRow, entries: Sequence[MemoryEntry], summaries: Sequence[MemorySummary]
 ) -> SessionState:
     """Build the snapshot of a session from its rows."""
     index = {summary.id: position for position, summary in enumerate(summaries)}

@@ -277,42 +277,13 @@ def append(
     return stored, counters
 
 
-_ENTRY_COLUMNS = (
-    "session_pk",
-    "seq",
-    "type",
-    "role",
-    "content",
-    "message",
-    "message_id",
-    "timestamp",
-    "token_count",
-    "pinned",
-    "meta",
-)
-_SUMMARY_COLUMNS = (
-    "session_pk",
-    "content",
-    "level",
-    "first_seq",
-    "last_seq",
-    "entry_count",
-    "token_count",
-    "original_token_count",
-    "created_at",
-    "start_time",
-    "end_time",
-    "parent_id",
-)
-
-
 def _insert_entries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Insert entry rows (every column of ``_ENTRY_COLUMNS``); their ids in order."""
+    """Insert entry rows (all with the same columns); their ids in order."""
     if conn.dialect.name != "sqlite":  # one multi-row INSERT ... RETURNING
         return list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars())
     # A statement per row costs SQLite less than building a multi-row one.
     return [
-        _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=_ENTRY_COLUMNS)[0][0]
+        _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=tuple(row))[0][0]
         for row in rows
     ]
 
@@ -580,9 +551,7 @@ def commit_summary(
         "end_time": entries[-1].timestamp,
         "parent_id": None,
     }
-    (summary_id,) = _driver.fetch_rows(
-        conn, _sql.INSERT_SUMMARY, row, column_keys=_SUMMARY_COLUMNS
-    )[0]
+    (summary_id,) = _driver.fetch_rows(conn, _sql.INSERT_SUMMARY, row, column_keys=tuple(row))[0]
     _failpoints.hit("compress.after_summary_insert")
     link = {"pk_": session["pk"], "first": first, "last": last, "sid": summary_id}
     linked = _driver.write(conn, _sql.LINK_ENTRIES, link)
