@@ -11,8 +11,8 @@ Each indexed table is described by an :class:`FtsIndex`. :func:`install` (an
 * on SQLite, for a *deferred* index (conversation entries), inserts only
   record the row in a ``<name>_pending`` table, and :func:`flush` indexes the
   pending rows in one statement. FTS5 pays a fixed cost per transaction that
-  writes to it, several times SQLite's cost of the row itself, so a
-  conversation indexes its entries every few turns instead of every turn;
+  writes to it, several times SQLite's cost of the row itself, so entries are
+  indexed every few appends (see ``tiermem.store.FTS_BATCH``) instead of in each;
   search flushes first, so it always sees every committed entry. The view
   leaves pending rows out, so the index always equals its content;
 * on PostgreSQL, a ``GENERATED ALWAYS ... STORED`` ``tsvector`` column on the

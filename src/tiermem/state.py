@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlalchemy.engine import Connection
 
-from . import _failpoints, store
+from . import _failpoints, fts, store
 from ._messages import (
     classify,
     dumps,
@@ -330,6 +330,7 @@ class ImportPlan:
         for start in range(0, len(rows), 500):
             conn.execute(sa.insert(entry_table), rows[start : start + 500])
             _failpoints.hit("import.mid_batch")
+        fts.flush(conn)  # an import indexes its own entries, however many
 
 
 def _tier(last_accessed: datetime, now: datetime) -> str:

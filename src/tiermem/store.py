@@ -38,7 +38,11 @@ from .tiers import MemoryTier
 S, E, M = session_table.c, entry_table.c, summary_table.c
 
 #: Entries are indexed for search in batches (:mod:`tiermem.fts`): an append
-#: indexes every pending entry when its session's seqs cross a multiple of this.
+#: indexes every pending entry when the ids it was given cross a multiple of this.
+#: Ids are shared by all sessions, so a flush comes every 16 entries stored
+#: anywhere and never finds more than about 16 pending, however many short
+#: sessions there are (a per-session cadence would let sessions shorter than the
+#: batch pile up unindexed entries for one unlucky append to index).
 FTS_BATCH = 16
 
 #: A session row (column name -> value) as the hot statements return it.
@@ -267,7 +271,7 @@ def append(
         for offset, entry in enumerate(entries)
     ]
     ids = _insert_entries(conn, rows)
-    if (first_seq - 1) // FTS_BATCH != session["last_seq"] // FTS_BATCH:
+    if (ids[0] - 1) // FTS_BATCH != ids[-1] // FTS_BATCH:
         fts.flush(conn)
     _failpoints.hit("append.after_insert")
     stored = [

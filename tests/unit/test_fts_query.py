@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from langchain_core.messages import AIMessage, HumanMessage
 
-from tiermem import fts
+from tiermem import ConversationMemory, fts
+from tiermem.store import FTS_BATCH
 from tiermem.tables import create_tables
 
 HOSTILE = [
@@ -290,3 +292,34 @@ def test_an_immediate_index_of_the_older_layout_is_rebuilt_deferred(tmp_path: Pa
         assert _matching(conn, "heron") == {1, 2}
         _integrity_check(conn)
     engine.dispose()
+
+
+def test_many_short_sessions_never_pile_up_unindexed_entries(tmp_path: Path) -> None:
+    """The flush cadence follows entries stored anywhere: 60 sessions of 3 entries each
+    (each far shorter than a batch) leave fewer than a batch pending, so no append
+    ever has to index a backlog."""
+    memory = ConversationMemory(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    for index in range(60):
+        memory.add_messages(
+            f"s{index}",
+            [HumanMessage(f"heron {index}"), AIMessage("seen"), HumanMessage("thanks")],
+        )
+    with memory.engine.connect() as conn:
+        pending = conn.exec_driver_sql("SELECT count(*) FROM tiermem_entry_fts_pending").scalar()
+    assert pending is not None and pending < FTS_BATCH
+    assert len(memory.search("heron", limit=100)) == 60
+    memory.close()
+
+
+def test_an_import_indexes_its_own_entries(tmp_path: Path) -> None:
+    """An imported session's entries are indexed by the import, not left for a later
+    append to index."""
+    memory = ConversationMemory(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    memory.add_messages("s", [HumanMessage(f"egret {i}") for i in range(40)])
+    state = memory.export_session("s")
+    memory.import_session(state, session_id="copy")
+    with memory.engine.connect() as conn:
+        pending = conn.exec_driver_sql("SELECT count(*) FROM tiermem_entry_fts_pending").scalar()
+    assert pending == 0
+    assert len(memory.search("egret", session_id="copy", limit=100)) == 40
+    memory.close()
