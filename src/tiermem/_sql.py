@@ -19,25 +19,21 @@ SELECT_SESSION = sa.select(session_table).where(
 #: The same, locked for the transaction (PostgreSQL).
 SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
 
-#: Record an access of session :pk at :now.
+#: Record an access of session :pk at :now. Accesses leave ``memory_tier`` out of
+#: their SET clause: SQLite rewrites the entry of every index on a column an UPDATE
+#: sets, even to its own value, and almost every access finds the session ACTIVE;
+#: :data:`ACTIVATE` wakes the others.
 TOUCH = (
     sa.update(session_table)
     .where(S.pk == sa.bindparam("pk_"))
-    .values(
-        last_accessed=sa.bindparam("now"),
-        access_count=S.access_count + 1,
-        memory_tier=sa.bindparam("tier"),
-    )
+    .values(last_accessed=sa.bindparam("now"), access_count=S.access_count + 1)
 )
 
-#: Record an append: the access plus the new counters.
-APPEND_COUNTERS = TOUCH.values(
-    last_seq=sa.bindparam("last_seq"),
-    entry_count=sa.bindparam("entry_count"),
-    entry_tokens=sa.bindparam("entry_tokens"),
-    active_count=sa.bindparam("active_count"),
-    active_tokens=sa.bindparam("active_tokens"),
-    pending_calls=sa.bindparam("pending_calls"),
+#: Make session :pk ACTIVE unless it is already (then the row is not written).
+ACTIVATE = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"), S.memory_tier != sa.bindparam("tier"))
+    .values(memory_tier=sa.bindparam("tier"))
 )
 
 #: Insert entries, returning their ids in parameter order.
@@ -84,11 +80,7 @@ SELECT_TOP_SUMMARIES = (
     .order_by(M.first_seq, M.level)
 )
 
-_ACCESS = {
-    "last_accessed": sa.bindparam("now"),
-    "access_count": S.access_count + 1,
-    "memory_tier": sa.bindparam("tier"),
-}
+_ACCESS = {"last_accessed": sa.bindparam("now"), "access_count": S.access_count + 1}
 # UPDATE statements may not bind parameters named like columns.
 _BY_ID = (S.project == sa.bindparam("b_project"), S.session_id == sa.bindparam("b_session_id"))
 

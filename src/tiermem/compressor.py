@@ -2,11 +2,13 @@
 
 The protocol: (1) in one short transaction, lock the session, pick the
 entries (:func:`~tiermem.compression.select_entries`) and take a claim with
-a lease; (2) call the summarizer with no transaction or lock held; (3) in a
-second transaction, store the summary and link the entries only if the claim
-is still ours and every entry is still active. A failure in (2) releases the
-claim, backs automatic compression off and signals ``compression_failed``;
-no entry changes. A killed worker's claim expires after ``claim_ttl``.
+a lease (an automatic compression does this in the transaction of the append
+that triggered it, which holds the lock already); (2) call the summarizer with
+no transaction or lock held; (3) in a second transaction, store the summary
+and link the entries only if the claim is still ours and every entry is still
+active. A failure in (2) releases the claim, backs automatic compression off
+and signals ``compression_failed``; no entry changes. A killed worker's claim
+expires after ``claim_ttl``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -40,6 +43,20 @@ __all__ = ["CompressionMixin"]
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _MAX_ROUNDS = 6  # compress, merge, then halve the window down to one entry
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A compression planned in the transaction of the append that triggered it.
+
+    ``chosen`` is empty when no entry could be taken (no claim was written);
+    ``counters`` are the session's counters after that append.
+    """
+
+    token: str
+    now: datetime
+    chosen: list[MemoryEntry]
+    counters: dict[str, Any]
 
 
 class CompressionMixin(OpRunner):
@@ -124,18 +141,25 @@ class CompressionMixin(OpRunner):
         session_id: str,
         counters: Mapping[str, Any],
         window_sink: list[MessageWindow] | None = None,
+        planned: Planned | None = None,
     ) -> Op[None]:
         """Compress after an append that left ``counters``, if wanted. With a
         ``window_sink``, the last commit also reads what ``get_messages`` shows
-        into it (when no further round follows), saving the caller a transaction."""
-        if not self._compression_wanted(counters, self.now()):
+        into it (when no further round follows), saving the caller a transaction.
+        ``planned`` is the first round's plan when the append made it."""
+        if planned is None and not self._compression_wanted(counters, self.now()):
             return
         if self.config.background:
             self._enqueue(session_id)
             return
         try:
             yield from self._op_compress(
-                session_id, force=False, keep=None, auto=True, window_sink=window_sink
+                session_id,
+                force=False,
+                keep=None,
+                auto=True,
+                window_sink=window_sink,
+                planned=planned,
             )
         except TiermemError as exc:
             if window_sink is not None:
@@ -170,6 +194,7 @@ class CompressionMixin(OpRunner):
         keep: int | None,
         auto: bool,
         window_sink: list[MessageWindow] | None = None,
+        planned: Planned | None = None,
     ) -> Op[CompressionResult | None]:
         validate_session_id(session_id)
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
@@ -178,15 +203,23 @@ class CompressionMixin(OpRunner):
         window = self.config.recent_window if keep is None else keep
         for _ in range(_MAX_ROUNDS):
             step = yield from self._compress_once(
-                session_id, force=force, keep=window, auto=auto, window_sink=window_sink
+                session_id,
+                force=force,
+                keep=window,
+                auto=auto,
+                window_sink=window_sink,
+                planned=planned,
             )
             if step is not None:
                 result, counters = step
+            elif planned is not None:  # nothing to take: the append's counters stand
+                counters = planned.counters
             else:
                 fetched = self._db.run(lambda conn: self._counters(conn, session_id), write=False)
                 if fetched is None:
                     break
                 counters = fetched
+            planned = None  # only the first round was planned by the append
             over = self._over_budget(counters)
             if self._mergeable(counters) or (over and counters["summary_count"] >= 2):
                 merged = yield from self._merge_once(session_id, counters, window_sink)
@@ -235,6 +268,34 @@ class CompressionMixin(OpRunner):
 
         return work_then_read
 
+    def _plan_compression(
+        self,
+        conn: Connection,
+        session: Mapping[str, Any],
+        token: str,
+        now: datetime,
+        *,
+        force: bool = False,
+        keep: int | None = None,
+        auto: bool = True,
+    ) -> list[MemoryEntry] | None:
+        """In the caller's write transaction (``session`` locked): pick the entries
+        to compress and take the claim; ``None`` when there is nothing to do."""
+        if auto and self._blocked(session, now):
+            return None
+        if not force and not self._over_budget(session):
+            return None
+        chosen = select_entries(
+            store.read_entries(conn, session, active_only=True, fresh=False),
+            self.config,
+            force=force,
+            keep=keep,
+        )
+        if not chosen:
+            return None
+        store.claim(conn, session, token, now, self.config.claim_ttl)
+        return chosen
+
     def _compress_once(
         self,
         session_id: str,
@@ -243,43 +304,40 @@ class CompressionMixin(OpRunner):
         keep: int | None,
         auto: bool,
         window_sink: list[MessageWindow] | None = None,
+        planned: Planned | None = None,
     ) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
-        now, token = self.now(), uuid.uuid4().hex
+        if planned is not None:  # the triggering append planned this round
+            token = planned.token
+            chosen: list[MemoryEntry] | None = planned.chosen or None
+            before = planned.counters["active_tokens"] + planned.counters["summary_tokens"]
+        else:
+            now, token, before = self.now(), uuid.uuid4().hex, 0
 
-        def plan(conn: Connection) -> tuple[list[MemoryEntry], int] | None:
-            try:
-                session = self._session(conn, session_id)
-            except SessionNotFound:
-                if auto:
-                    return None
-                raise
-            if auto and self._blocked(session, now):
-                return None
-            if not force and not self._over_budget(session):
-                return None
-            chosen = select_entries(
-                store.read_entries(conn, session, active_only=True, fresh=False),
-                self.config,
-                force=force,
-                keep=keep,
-            )
-            if not chosen:
-                return None
-            store.claim(conn, session, token, now, self.config.claim_ttl)
-            return chosen, session["active_tokens"] + session["summary_tokens"]
+            def plan(conn: Connection) -> list[MemoryEntry] | None:
+                nonlocal before
+                try:
+                    session = self._session(conn, session_id)
+                except SessionNotFound:
+                    if auto:
+                        return None
+                    raise
+                before = session["active_tokens"] + session["summary_tokens"]
+                return self._plan_compression(
+                    conn, session, token, now, force=force, keep=keep, auto=auto
+                )
 
-        planned = self._db.run(plan)
-        if planned is None:
+            chosen = self._db.run(plan)
+        if chosen is None:
             return None
-        chosen, before = planned
+        taken = chosen  # narrowed, for the closures below
         _failpoints.hit("compress.after_claim")
-        original = sum(entry.token_count for entry in chosen)
+        original = sum(entry.token_count for entry in taken)
         text, tokens = yield from self._summarize(
             session_id,
             token,
-            render_conversation(chosen),
+            render_conversation(taken),
             original,
-            lambda: heuristic_summary(chosen),
+            lambda: heuristic_summary(taken),
         )
         summary, counters = self._commit(
             session_id,
@@ -287,12 +345,12 @@ class CompressionMixin(OpRunner):
             self._then_read(
                 window_sink,
                 lambda conn: store.commit_summary(
-                    conn, self._session(conn, session_id), token, chosen, text, tokens, self.now()
+                    conn, self._session(conn, session_id), token, taken, text, tokens, self.now()
                 ),
             ),
         )
         _failpoints.hit("compress.after_commit_before_signal")
-        result = _result(session_id, summary, len(chosen), before, counters)
+        result = _result(session_id, summary, len(taken), before, counters)
         yield Emit([("compressed", {"session_id": session_id, "result": result})])
         return result, counters
 

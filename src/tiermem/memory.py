@@ -31,7 +31,7 @@ from ._messages import (
 )
 from ._ops import Emit, Op
 from .compression import Summarizer, SummarizerLike
-from .compressor import CompressionMixin
+from .compressor import CompressionMixin, Planned
 from .db import Database, utc_now
 from .errors import (
     InvalidArgument,
@@ -255,7 +255,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
 
         def work(
             conn: Connection,
-        ) -> tuple[list[MemoryEntry], dict[str, Any], MessageWindow | None]:
+        ) -> tuple[list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None]:
             todo = list(prepared)
             if skip_existing and todo:
                 pk = create(conn)["pk"]
@@ -266,7 +266,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             if not todo:
                 session = dict(create(conn))
                 store.touch(conn, session["pk"], now)
-                return [], session, window(conn, session)
+                return [], session, window(conn, session), None
             # One UPDATE ... RETURNING allocates the seqs; the session is created
             # only on its first append.
             reserved = store.reserve(conn, self.project, session_id, todo, now)
@@ -276,16 +276,23 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             if reserved is None:  # pragma: no cover - the row was just created
                 raise SessionNotFound(session_id)
             entries, counters = store.append(conn, reserved, todo, now)
+            planned = None
+            if self._compression_due(counters, now):
+                # The row is locked already: plan the compression (pick the entries,
+                # take the claim) here rather than in a transaction of its own.
+                token = uuid.uuid4().hex
+                chosen = self._plan_compression(conn, counters, token, now)
+                planned = Planned(token, now, chosen or [], counters)
             read = window(conn, counters)
             _failpoints.hit("append.before_commit")
-            return entries, counters, read
+            return entries, counters, read, planned
 
-        entries, counters, read = self._db.run(work)
+        entries, counters, read, planned = self._db.run(work)
         _failpoints.hit("append.after_commit")
         if entries:
             yield Emit([("entry:added", {"session_id": session_id, "entry": e}) for e in entries])
         sink: list[MessageWindow] | None = [] if with_window and read is None else None
-        yield from self._auto_compress(session_id, counters, sink)
+        yield from self._auto_compress(session_id, counters, sink, planned)
         if read is None and sink:
             read = sink[0]
         return entries, read

@@ -154,12 +154,19 @@ def _clocked(conn: Connection, statement: sa.Update) -> sa.Update:
     return statement
 
 
-def touch(conn: Connection, pk: int, now: Any, **changes: Any) -> None:
-    """Record an access (plus append ``changes``: every counter of
-    ``_sql.APPEND_COUNTERS``) on the session row; the tier becomes ACTIVE."""
-    statement = _sql.APPEND_COUNTERS if changes else _sql.TOUCH
-    params = {"pk_": pk, "now": now, "tier": MemoryTier.ACTIVE.value, **changes}
-    _driver.write(conn, _clocked(conn, statement), params)
+def touch(conn: Connection, pk: int, now: Any) -> None:
+    """Record an access on the session row; the tier becomes ACTIVE."""
+    _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": pk, "now": now})
+    _driver.write(conn, _sql.ACTIVATE, {"pk_": pk, "tier": MemoryTier.ACTIVE.value})
+
+
+def _activated(conn: Connection, row: dict[str, Any] | None) -> SessionRow | None:
+    """``row``, returned by an access statement, after making its session ACTIVE
+    (a second statement only when it was not)."""
+    if row is not None and row["memory_tier"] != MemoryTier.ACTIVE.value:
+        _driver.write(conn, _sql.ACTIVATE, {"pk_": row["pk"], "tier": MemoryTier.ACTIVE.value})
+        row["memory_tier"] = MemoryTier.ACTIVE.value
+    return row
 
 
 def list_sessions(
@@ -216,9 +223,8 @@ def reserve(
         "n": len(entries),
         "tokens": sum(entry.token_count for entry in entries),
         "now": now,
-        "tier": MemoryTier.ACTIVE.value,
     }
-    return _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
+    return _activated(conn, _driver.first(conn, _clocked(conn, _sql.RESERVE), params))
 
 
 def touch_session(
@@ -229,9 +235,8 @@ def touch_session(
         "b_project": project,
         "b_session_id": session_id,
         "now": now,
-        "tier": MemoryTier.ACTIVE.value,
     }
-    return _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
+    return _activated(conn, _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params))
 
 
 def append(

@@ -114,7 +114,15 @@ class EntryRow(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("session_pk", "seq", name="uq_tiermem_entry_session_seq"),
         sa.Index("ix_tiermem_entry_active", "session_pk", "summary_id", "seq"),
-        sa.Index("ix_tiermem_entry_message_id", "session_pk", "message_id"),
+        # Partial: lookups always name an id, and appends of messages without one
+        # then never write to it.
+        sa.Index(
+            "ix_tiermem_entry_message_id",
+            "session_pk",
+            "message_id",
+            sqlite_where=sa.text("message_id IS NOT NULL"),
+            postgresql_where=sa.text("message_id IS NOT NULL"),
+        ),
         sa.Index(
             "ix_tiermem_entry_summary",
             "summary_id",

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import MemoryConfig, is_summary_message
-from tiermem.errors import InvalidContent
+from tiermem.errors import InvalidContent, StorageError
 from tiermem.testing import FakeSummarizer, SignalRecorder
 
 from ..conftest import MemoryFactory
@@ -64,8 +64,8 @@ def test_one_transaction_when_no_compression_follows(
     engine: Engine, make_memory: MemoryFactory
 ) -> None:
     """Under budget, the store and the read commit together: one transaction, one
-    recorded access. A compressing turn adds the claim and the summary commit, and
-    reads the context in that commit: three transactions, still one access."""
+    recorded access. A compressing turn takes the claim in the append's transaction
+    and reads the context in the summary commit: two transactions, still one access."""
     memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
     memory.add_and_get_messages("s", exchange(0))
     before = memory.list_sessions()[0].access_count
@@ -80,9 +80,43 @@ def test_one_transaction_when_no_compression_follows(
         with commits(engine) as seen:
             context = memory.add_and_get_messages("s", exchange(turn))
         turn += 1
-    assert len(seen) == 3  # the append, the claim, the summary commit with the read
+    assert len(seen) == 2  # the append with the claim, the summary commit with the read
     assert memory.list_sessions()[0].access_count == accesses + 1
     assert context == memory.get_messages("s") and is_summary_message(context[0])
+
+
+def test_a_failed_append_drops_the_claim_it_took(
+    engine: Engine, make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compressing append picks the entries and takes the claim in its own
+    transaction: when that transaction fails, neither its entries nor the claim
+    stay, and the next turn compresses at once (no lease to wait out)."""
+    memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
+    plan = memory._plan_compression
+    planned: list[object] = []
+
+    def plan_then_fail(*args: object, **kwargs: object) -> object:
+        planned.append(plan(*args, **kwargs))  # type: ignore[arg-type]
+        raise sa.exc.OperationalError("INSERT", None, Exception("disk I/O error"))
+
+    monkeypatch.setattr(memory, "_plan_compression", plan_then_fail)
+    turn = 0
+    while True:
+        try:
+            memory.add_and_get_messages("s", exchange(turn))
+        except StorageError:
+            break
+        turn += 1
+    assert planned and planned[0], "the failing turn had planned a compression"
+    assert memory.get_stats("s").total_entries == 2 * turn
+    assert memory.get_stats("s").summaries == 0
+    with engine.connect() as conn:
+        claims = conn.execute(sa.text("SELECT claim_token FROM tiermem_session")).scalars()
+        assert list(claims) == [None]
+    monkeypatch.undo()
+    context = memory.add_and_get_messages("s", exchange(turn))
+    assert is_summary_message(context[0])
+    assert memory.get_stats("s").total_entries == 2 * turn + 2
 
 
 def test_all_or_nothing_and_skip_existing(make_memory: MemoryFactory) -> None:
