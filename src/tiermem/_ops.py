@@ -24,6 +24,7 @@ from .compression import Summarizer
 from .db import Database
 from .errors import InvalidArgument, SummarizerOutputInvalid
 from .models import MemoryConfig
+from .tiers import MemoryTier
 from .tokens import TokenCounter
 
 __all__ = ["Emit", "Op", "OpRunner", "Summarize"]
@@ -113,6 +114,17 @@ class OpRunner:
 
     def _session(self, conn: Connection, session_id: str, **kwargs: Any) -> store.SessionRow:
         return store.get_session(conn, self.project, session_id, **kwargs)
+
+    def _woken(self, session_id: str, previous_tier: str | None) -> Op[None]:
+        """Signal ``tier_changed`` when an access woke a session that was not ACTIVE
+        (``previous_tier`` as :func:`~tiermem.store.activate` returned it)."""
+        if previous_tier is not None and previous_tier != MemoryTier.ACTIVE.value:
+            payload = {
+                "session_ids": (session_id,),
+                "tier": MemoryTier.ACTIVE.value,
+                "project": self.project,
+            }
+            yield Emit([("tier_changed", payload)])
 
 
 def _step(op: Op[Any], value: Any, error: BaseException | None) -> tuple[bool, Any]:

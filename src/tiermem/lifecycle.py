@@ -114,30 +114,21 @@ class LifecycleMixin(OpRunner):
     def _project_arg(self, project: str | None) -> str:
         return self.project if project is None else validate_session_id(project)
 
-    def _accessed(self, session_id: str, previous_tier: str | None) -> Op[None]:
-        """Signal ``tier_changed`` when an access woke a session that was not ACTIVE."""
-        if previous_tier is not None and previous_tier != MemoryTier.ACTIVE.value:
-            payload = {
-                "session_ids": (session_id,),
-                "tier": MemoryTier.ACTIVE.value,
-                "project": self.project,
-            }
-            yield Emit([("tier_changed", payload)])
-
     # ------------------------------------------------------------------ access
 
     def _op_track(self, session_id: str) -> Op[SessionInfo]:
         validate_session_id(session_id)
         now = self.now()
 
-        def work(conn: Connection) -> tuple[str, SessionInfo]:
-            session = self._session(conn, session_id)
+        def work(conn: Connection) -> tuple[str | None, SessionInfo]:
+            session = dict(self._session(conn, session_id))
             store.touch(conn, session["pk"], now)
+            woken = store.activate(conn, session)
             _failpoints.hit("touch.after_update")
-            return session["memory_tier"], session_info(self._session(conn, session_id, lock=False))
+            return woken, session_info(self._session(conn, session_id, lock=False))
 
-        previous, info = self._db.run(work)
-        yield from self._accessed(session_id, previous)
+        woken, info = self._db.run(work)
+        yield from self._woken(session_id, woken)
         return info
 
     def track_access(self, session_id: str) -> SessionInfo:

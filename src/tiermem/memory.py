@@ -255,7 +255,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
 
         def work(
             conn: Connection,
-        ) -> tuple[list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None]:
+        ) -> tuple[
+            list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, str | None
+        ]:
             todo = list(prepared)
             if skip_existing and todo:
                 pk = create(conn)["pk"]
@@ -266,7 +268,8 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             if not todo:
                 session = dict(create(conn))
                 store.touch(conn, session["pk"], now)
-                return [], session, window(conn, session), None
+                woken = store.activate(conn, session)
+                return [], session, window(conn, session), None, woken
             # One UPDATE ... RETURNING allocates the seqs; the session is created
             # only on its first append.
             reserved = store.reserve(conn, self.project, session_id, todo, now)
@@ -275,6 +278,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
                 reserved = store.reserve(conn, self.project, session_id, todo, now)
             if reserved is None:  # pragma: no cover - the row was just created
                 raise SessionNotFound(session_id)
+            woken = store.activate(conn, reserved)
             entries, counters = store.append(conn, reserved, todo, now)
             planned = None
             if self._compression_due(counters, now):
@@ -285,10 +289,11 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
                 planned = Planned(token, now, chosen or [], counters)
             read = window(conn, counters)
             _failpoints.hit("append.before_commit")
-            return entries, counters, read, planned
+            return entries, counters, read, planned, woken
 
-        entries, counters, read, planned = self._db.run(work)
+        entries, counters, read, planned, woken = self._db.run(work)
         _failpoints.hit("append.after_commit")
+        yield from self._woken(session_id, woken)
         if entries:
             yield Emit([("entry:added", {"session_id": session_id, "entry": e}) for e in entries])
         sink: list[MessageWindow] | None = [] if with_window and read is None else None

@@ -36,16 +36,21 @@ class ReadingMixin(OpRunner):
     def _op_read(
         self, session_id: str, reader: Callable[[Connection, store.SessionRow], T], empty: T
     ) -> Op[T]:
-        """Read inside one transaction that also records the access."""
+        """Read inside one transaction that also records the access (and signals
+        ``tier_changed`` when it woke the session)."""
         validate_session_id(session_id)
         now = self.now()
 
-        def work(conn: Connection) -> T:
+        def work(conn: Connection) -> tuple[T, str | None]:
             session = store.touch_session(conn, self.project, session_id, now)
-            return empty if session is None else reader(conn, session)
+            if session is None:
+                return empty, None
+            woken = store.activate(conn, session)
+            return reader(conn, session), woken
 
-        return self._db.run(work)
-        yield  # pragma: no cover
+        result, woken = self._db.run(work)
+        yield from self._woken(session_id, woken)
+        return result
 
     def _read_window(
         self, conn: Connection, session: store.SessionRow

@@ -155,18 +155,22 @@ def _clocked(conn: Connection, statement: sa.Update) -> sa.Update:
 
 
 def touch(conn: Connection, pk: int, now: Any) -> None:
-    """Record an access on the session row; the tier becomes ACTIVE."""
+    """Record an access on the session row (then :func:`activate` it)."""
     _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": pk, "now": now})
-    _driver.write(conn, _sql.ACTIVATE, {"pk_": pk, "tier": MemoryTier.ACTIVE.value})
 
 
-def _activated(conn: Connection, row: dict[str, Any] | None) -> SessionRow | None:
-    """``row``, returned by an access statement, after making its session ACTIVE
-    (a second statement only when it was not)."""
-    if row is not None and row["memory_tier"] != MemoryTier.ACTIVE.value:
-        _driver.write(conn, _sql.ACTIVATE, {"pk_": row["pk"], "tier": MemoryTier.ACTIVE.value})
-        row["memory_tier"] = MemoryTier.ACTIVE.value
-    return row
+def activate(conn: Connection, session: dict[str, Any]) -> str | None:
+    """Make an accessed session ACTIVE (``session``: its row as the access read it).
+
+    Returns the tier it had when that was another one (the row is updated to
+    ACTIVE), else ``None``; only then is a statement run.
+    """
+    previous = session["memory_tier"]
+    if previous == MemoryTier.ACTIVE.value:
+        return None
+    _driver.write(conn, _sql.ACTIVATE, {"pk_": session["pk"], "tier": MemoryTier.ACTIVE.value})
+    session["memory_tier"] = MemoryTier.ACTIVE.value
+    return str(previous)
 
 
 def list_sessions(
@@ -211,9 +215,10 @@ def delete_sessions(conn: Connection, session_pks: sa.ColumnElement[bool] | Sequ
 
 def reserve(
     conn: Connection, project: str, session_id: str, entries: Sequence[NewEntry], now: datetime
-) -> SessionRow | None:
+) -> dict[str, Any] | None:
     """Allocate seqs for ``entries`` and add them to the session's counters in one
-    ``UPDATE ... RETURNING`` (which locks the row on PostgreSQL).
+    ``UPDATE ... RETURNING`` (which locks the row on PostgreSQL); the tier is left
+    to :func:`activate`.
 
     Returns the updated row, or ``None`` if the session does not exist.
     """
@@ -224,19 +229,20 @@ def reserve(
         "tokens": sum(entry.token_count for entry in entries),
         "now": now,
     }
-    return _activated(conn, _driver.first(conn, _clocked(conn, _sql.RESERVE), params))
+    return _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
 
 
 def touch_session(
     conn: Connection, project: str, session_id: str, now: datetime
-) -> SessionRow | None:
-    """Record an access and return the session row, or ``None`` if it does not exist."""
+) -> dict[str, Any] | None:
+    """Record an access and return the session row, or ``None`` if it does not exist
+    (the tier is left to :func:`activate`)."""
     params = {
         "b_project": project,
         "b_session_id": session_id,
         "now": now,
     }
-    return _activated(conn, _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params))
+    return _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
 
 
 def append(

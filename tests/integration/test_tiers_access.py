@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import MemoryTier, SessionInfo
@@ -92,6 +93,31 @@ def test_reads_and_writes_count_as_access(
     memory.add_assistant_message("s", "again")
     assert _stored(engine, "s") == ("active", 3)
     assert memory.list_sessions()[0].last_accessed == clock.now
+
+
+def test_reads_and_writes_signal_a_woken_session(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """A read, an append or a turn that wakes a session from another tier sends one
+    tier_changed to active, after its commit; accesses of an ACTIVE session send none."""
+    memory = make_memory(project="p")
+    memory.add_user_message("s", "hello")
+    woken = ("tier_changed", {"session_ids": ("s",), "tier": "active", "project": "p"})
+    wakes = [
+        lambda: memory.get_messages("s"),
+        lambda: memory.add_assistant_message("s", "again"),
+        lambda: memory.add_and_get_messages("s", [HumanMessage("and a turn")]),
+        lambda: memory.get_entries("s"),
+    ]
+    for wake in wakes:
+        clock.advance(days=3)
+        memory.recalculate_tiers()
+        recorder = SignalRecorder(memory)
+        with recorder.recording():
+            wake()
+            wake()  # the session is ACTIVE now: no second signal
+        assert [e for e in recorder.events if e[0] == "tier_changed"] == [woken]
+        assert memory.list_sessions()[0].memory_tier == MemoryTier.ACTIVE
 
 
 def test_access_clamps_a_future_timestamp(make_memory: MemoryFactory, clock: ManualClock) -> None:
