@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -103,7 +104,7 @@ def test_reads_and_writes_signal_a_woken_session(
     memory = make_memory(project="p")
     memory.add_user_message("s", "hello")
     woken = ("tier_changed", {"session_ids": ("s",), "tier": "active", "project": "p"})
-    wakes = [
+    wakes: list[Callable[[], object]] = [
         lambda: memory.get_messages("s"),
         lambda: memory.add_assistant_message("s", "again"),
         lambda: memory.add_and_get_messages("s", [HumanMessage("and a turn")]),
