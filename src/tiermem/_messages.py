@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -123,11 +123,54 @@ def serialize_metadata(metadata: Mapping[str, Any]) -> str:
 
 
 _CACHED_CHARS = 64_000
+_CACHE_SIZE = 8192
+#: Parsed messages by stored JSON text, oldest first (stored messages never change).
+_CACHE: OrderedDict[str, BaseMessage] = OrderedDict()
+#: Message classes :func:`remember` may take as they are: parsing their JSON builds
+#: the same class from the same field values.
+_PLAIN_TYPES = (HumanMessage, AIMessage, SystemMessage)
 
 
-@functools.lru_cache(maxsize=8192)
+def _keep(text: str, message: BaseMessage) -> None:
+    _CACHE[text] = message
+    if len(_CACHE) > _CACHE_SIZE:
+        try:
+            _CACHE.popitem(last=False)
+        except KeyError:  # another thread emptied it first
+            pass
+
+
 def _parse(text: str) -> BaseMessage:
-    return messages_from_dict([json.loads(text)])[0]
+    message = _CACHE.get(text)
+    if message is None:
+        message = messages_from_dict([json.loads(text)])[0]
+        _keep(text, message)
+    return message
+
+
+def _plain(message: BaseMessage) -> bool:
+    """Whether parsing the JSON of ``message`` would give a message equal to it: one
+    of the plain classes, text content, and no field but strings, ``None`` and empty
+    containers (so no value that JSON would turn into another type)."""
+    if type(message) not in _PLAIN_TYPES or message.__pydantic_extra__:
+        return False
+    for value in message.__dict__.values():
+        if value is None or type(value) is str:
+            continue
+        if type(value) not in (dict, list) or value:
+            return False
+    return True
+
+
+def remember(text: str, message: BaseMessage) -> None:
+    """Seed the parse cache: ``text`` is what :func:`serialize` made of ``message``.
+
+    Only plain messages are taken (see :func:`_plain`), as a copy sharing no
+    container with the caller's object; any other message is parsed on first read.
+    The turn that stores a message reads it straight back, so this saves that parse.
+    """
+    if len(text) <= _CACHED_CHARS and text not in _CACHE and _plain(message):
+        _keep(text, _fresh_copy(message))
 
 
 def _copy_json(value: Any) -> Any:
@@ -137,6 +180,18 @@ def _copy_json(value: Any) -> Any:
     if type(value) is list:
         return [_copy_json(item) for item in value]
     return value
+
+
+def _fresh_copy(message: BaseMessage) -> BaseMessage:
+    """A copy of a message whose fields came from JSON, sharing no container."""
+    copy = message.model_copy()
+    # Every field came from JSON, so copying its containers is a deep copy,
+    # several times cheaper than model_copy(deep=True).
+    fields = copy.__dict__
+    for key, value in fields.items():
+        if type(value) is dict or type(value) is list:
+            fields[key] = _copy_json(value) if value else type(value)()
+    return copy
 
 
 def deserialize(text: str, *, fresh: bool = True) -> BaseMessage:
@@ -152,16 +207,7 @@ def deserialize(text: str, *, fresh: bool = True) -> BaseMessage:
     if len(text) > _CACHED_CHARS:
         return messages_from_dict([json.loads(text)])[0]
     message = _parse(text)
-    if not fresh:
-        return message
-    copy = message.model_copy()
-    # Every field came from JSON, so copying its containers is a deep copy,
-    # several times cheaper than model_copy(deep=True).
-    fields = copy.__dict__
-    for key, value in fields.items():
-        if type(value) is dict or type(value) is list:
-            fields[key] = _copy_json(value) if value else type(value)()
-    return copy
+    return _fresh_copy(message) if fresh else message
 
 
 def _block_text(block: object) -> str:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -117,6 +119,17 @@ def _switch_to_wal(cursor: Any) -> None:
         pause = min(pause * 2, 0.2)
 
 
+#: Connections a Database keeps checked out between transactions, per kind.
+_IDLE_MAX = 4
+
+
+def _close_kept(idle: dict[bool, list[Connection]]) -> None:
+    """Return the connections kept between transactions to the pool."""
+    for kept in idle.values():
+        while kept:
+            kept.pop().close()
+
+
 def _sqlite_on_begin(conn: Connection) -> None:
     busy = conn.get_execution_options().get("tiermem_busy_ms")
     info = conn.connection.info
@@ -150,6 +163,7 @@ class Database:
     ) -> None:
         if url is not None and engine is not None:
             raise InvalidArgument("pass url= or engine=, not both")
+        owned = engine is None
         if engine is None:
             engine = _create_engine(url or DEFAULT_URL, lock_timeout)
         self.engine = engine
@@ -175,6 +189,18 @@ class Database:
         if self.server_time:
             self._write_options["tiermem_server_time"] = True
         self._read_options = {**self._write_options, "tiermem_read": True}
+        # Connections kept checked out between transactions, for writes and reads
+        # (their options differ): a pool checkout and checkin cost a SQLite turn more
+        # than its BEGIN and COMMIT. Only on an engine this Database made for a SQLite
+        # file: nobody else draws on its pool, and there is no server connection to
+        # go stale (PostgreSQL keeps the pool's pre-ping).
+        self._keep = (
+            owned and self.dialect == "sqlite" and not isinstance(engine.pool, sa.pool.StaticPool)
+        )
+        self._idle: dict[bool, list[Connection]] = {True: [], False: []}
+        self._idle_lock = threading.Lock()
+        # A Database dropped without dispose() still hands its kept connections back.
+        weakref.finalize(self, _close_kept, self._idle)
         self._pg_prologue_write = (
             f"SET LOCAL lock_timeout = {self.lock_timeout_ms}; {_PG_PROLOGUE_READ}"
         )
@@ -187,6 +213,9 @@ class Database:
     def _check_fork(self) -> None:
         # A forked child must not reuse the parent's sockets or file handles.
         if os.getpid() != self._pid:
+            for kept in self._idle.values():
+                kept.clear()  # the parent's: never used (nor closed) here
+            self._idle_lock = threading.Lock()
             self.engine.dispose(close=False)
             self._pid = os.getpid()
 
@@ -207,11 +236,8 @@ class Database:
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Connection]:
         self._check_fork()
-        conn = self.engine.connect()
+        conn = self._checkout(write)
         try:
-            options = self._write_options if write else self._read_options
-            if options:  # one call: each one costs a dispatch on the hot path
-                conn = conn.execution_options(**options)
             with conn.begin():
                 if self.is_postgres:
                     conn.exec_driver_sql(self._pg_prologue_write if write else _PG_PROLOGUE_READ)
@@ -219,7 +245,30 @@ class Database:
                 if write:
                     _failpoints.hit("transaction.before_commit")
         finally:
-            conn.close()
+            self._checkin(conn, write)
+
+    def _checkout(self, write: bool) -> Connection:
+        if self._keep:
+            with self._idle_lock:
+                idle = self._idle[write]
+                if idle:
+                    return idle.pop()
+        conn = self.engine.connect()
+        options = self._write_options if write else self._read_options
+        if options:  # one call: each one costs a dispatch
+            conn = conn.execution_options(**options)
+        return conn
+
+    def _checkin(self, conn: Connection, write: bool) -> None:
+        # Kept only when its transaction ended cleanly (committed or rolled back);
+        # at most a few per kind, the rest go back to the pool.
+        if self._keep and not conn.invalidated and not conn.in_transaction():
+            with self._idle_lock:
+                idle = self._idle[write]
+                if len(idle) < _IDLE_MAX:
+                    idle.append(conn)
+                    return
+        conn.close()
 
     def run(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run ``work`` in one transaction, retrying PostgreSQL serialization failures.
@@ -245,7 +294,9 @@ class Database:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def dispose(self) -> None:
-        """Close the pooled connections."""
+        """Close the pooled connections (and those kept between transactions)."""
+        with self._idle_lock:
+            _close_kept(self._idle)
         self.engine.dispose()
 
 

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from . import _failpoints, signals, store
 from ._messages import (
     classify,
+    remember,
     render_text,
     serialize,
     serialize_metadata,
@@ -208,6 +209,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     ) -> store.NewEntry:
         """Validate, serialize and count a message before any transaction opens."""
         message_json = serialize(message, max_chars=self.config.max_entry_chars)
+        remember(message_json, message)  # the turn reads it straight back
         entry_type, role = classify(message)
         return store.NewEntry(
             message=message,

@@ -1,0 +1,92 @@
+"""A Database on a SQLite file keeps a few connections checked out between transactions."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tiermem import ConversationMemory
+from tiermem.db import _IDLE_MAX, Database
+
+
+def _checked_out(db: Database) -> int:
+    pool = db.engine.pool
+    assert isinstance(pool, sa.pool.QueuePool)
+    return pool.checkedout()
+
+
+def test_transactions_reuse_one_connection_and_dispose_returns_it(tmp_path: Path) -> None:
+    """Sequential transactions share one kept connection per kind (write, read); dispose
+    hands them back to the pool."""
+    db = Database(f"sqlite:///{tmp_path / 'kept.db'}")
+    for _ in range(5):
+        db.run(lambda conn: conn.exec_driver_sql("SELECT 1").scalar_one())
+        db.run(lambda conn: conn.exec_driver_sql("SELECT 1").scalar_one(), write=False)
+    assert _checked_out(db) == 2
+    db.dispose()
+    assert _checked_out(db) == 0
+
+
+def test_a_failed_transaction_leaves_a_usable_connection(tmp_path: Path) -> None:
+    """Work that raises rolls back; the kept connection then serves the next transaction
+    with nothing of the failed one in it."""
+    db = Database(f"sqlite:///{tmp_path / 'kept.db'}")
+    db.run(lambda conn: conn.exec_driver_sql("CREATE TABLE t (x INTEGER)"))
+
+    def insert_then_fail(conn: sa.Connection) -> None:
+        conn.exec_driver_sql("INSERT INTO t VALUES (1)")
+        raise ValueError("work failed")
+
+    with pytest.raises(ValueError, match="work failed"):
+        db.run(insert_then_fail)
+    assert db.run(lambda conn: conn.exec_driver_sql("SELECT count(*) FROM t").scalar_one()) == 0
+    assert _checked_out(db) == 1
+    db.dispose()
+
+
+def test_concurrent_transactions_keep_at_most_a_few(tmp_path: Path) -> None:
+    """Threads each take their own connection; afterwards at most _IDLE_MAX per kind stay."""
+    memory = ConversationMemory(f"sqlite:///{tmp_path / 'kept.db'}")
+    barrier = threading.Barrier(8)
+
+    def turn(index: int) -> None:
+        barrier.wait()
+        memory.add_user_message(f"s{index}", "hello")
+        memory.get_messages(f"s{index}")
+
+    threads = [threading.Thread(target=turn, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(memory.list_sessions()) == 8
+    assert _checked_out(memory.database) <= 2 * _IDLE_MAX
+    memory.close()
+    assert _checked_out(memory.database) == 0
+
+
+def test_a_memory_dropped_without_close_returns_its_connections(tmp_path: Path) -> None:
+    """No connection is left for the garbage collector to drop with a warning."""
+    memory = ConversationMemory(f"sqlite:///{tmp_path / 'kept.db'}")
+    memory.add_user_message("s", "hello")
+    pool = memory.engine.pool
+    assert isinstance(pool, sa.pool.QueuePool) and pool.checkedout() == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del memory
+        gc.collect()
+    assert pool.checkedout() == 0
+
+
+def test_an_engine_passed_in_is_not_held(tmp_path: Path) -> None:
+    """With a caller's engine, every transaction returns its connection to the pool."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'kept.db'}")
+    with ConversationMemory(engine=engine) as memory:
+        memory.add_user_message("s", "hello")
+        assert isinstance(engine.pool, sa.pool.QueuePool) and engine.pool.checkedout() == 0
+    engine.dispose()
