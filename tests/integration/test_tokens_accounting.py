@@ -107,7 +107,7 @@ def _grow(memory: ConversationMemory, sid: str, count: int) -> None:
 
 def test_append_cost_is_flat_in_session_length(engine: Engine, make_memory: MemoryFactory) -> None:
     """Appending to a 10,000-entry session runs the same SQL statements as to a 10-entry
-    one (apart from the batched full-text flush, which comes every 16 entries stored
+    one (apart from the batched full-text flush, which comes every FTS_BATCH entries stored
     anywhere, whatever the session's length)."""
     memory = make_memory(
         config=MemoryConfig(max_entries=1_000_000, max_tokens=100_000_000),

@@ -143,3 +143,18 @@ def test_merged_summaries_list_every_entry_they_cover(make_memory: MemoryFactory
         assert stored[last.id].original_entry_ids == last.original_entry_ids
     compressed = [e.id for e in memory.get_entries("s") if e.compressed and e.seq <= last.last_seq]
     assert list(last.original_entry_ids) == compressed
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e300])
+def test_an_unbounded_summarizer_timeout_compresses(
+    make_memory: MemoryFactory, timeout: float
+) -> None:
+    """A summarizer_timeout too large for a lock wait (infinity passes validation) waits
+    as long as it can instead of raising OverflowError from the timed call."""
+    memory = make_memory(
+        config=MemoryConfig(auto_compress=False, summarizer_timeout=timeout),
+        summarizer=FakeSummarizer(),
+    )
+    for index in range(8):
+        memory.add_user_message("s", f"message {index} with a handful of words")
+    assert memory.compress("s", force=True, keep=2) is not None
