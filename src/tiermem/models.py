@@ -149,7 +149,14 @@ class MemoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class MemorySummary:
-    """A summary of a contiguous run of entries; the originals stay stored."""
+    """A summary of a contiguous run of entries; the originals stay stored.
+
+    ``original_entry_ids`` lists the entries it covers, as ``get_summaries()``
+    returns it; the merged summary in a merge's :class:`CompressionResult` leaves it
+    empty, since a merge covers the whole conversation so far and reading every id
+    would make each merge cost grow with it (``expand_summary(id)`` and
+    ``get_summaries()`` list them).
+    """
 
     id: int
     session_id: str

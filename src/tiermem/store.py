@@ -617,9 +617,15 @@ def commit_merge(
     original = sum(child.token_count for child in children)
     first, last = children[0].first_seq, children[-1].last_seq
     level = max(child.level for child in children) + 1
-    # The children were read without their entry ids (planning stays cheap however
-    # long the session); the merged summary's ids are one range read here.
-    entry_ids, _ = _covered(conn, session["pk"], first, last)
+    # Neither the plan nor this commit reads the ids of the entries under the merged
+    # summary: they are every entry of the conversation so far, and reading them made
+    # each merge cost O(conversation). Its entry count is its children's.
+    child_ids = [child.id for child in children]
+    entry_count = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(M.entry_count), 0)).where(
+            M.session_pk == session["pk"], M.id.in_(child_ids)
+        )
+    ).scalar_one()
     summary_id = conn.execute(
         sa.insert(summary_table)
         .values(
@@ -628,7 +634,7 @@ def commit_merge(
             level=level,
             first_seq=first,
             last_seq=last,
-            entry_count=len(entry_ids),
+            entry_count=entry_count,
             token_count=token_count,
             original_token_count=original,
             created_at=now,
@@ -641,7 +647,7 @@ def commit_merge(
         sa.update(summary_table)
         .where(
             M.session_pk == session["pk"],
-            M.id.in_([child.id for child in children]),
+            M.id.in_(child_ids),
             M.parent_id.is_(None),
         )
         .values(parent_id=summary_id)
@@ -657,7 +663,7 @@ def commit_merge(
         id=summary_id,
         session_id=session["session_id"],
         content=content,
-        original_entry_ids=tuple(entry_ids),
+        original_entry_ids=(),  # see MemorySummary: get_summaries() lists them
         token_count=token_count,
         original_token_count=original,
         compression_ratio=token_count / original if original else 0.0,

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem.errors import StorageError
-from tiermem.testing import FakeSummarizer
+from tiermem.testing import FakeSummarizer, check_invariants
 
 from ..conftest import MemoryFactory
 
@@ -114,16 +114,25 @@ def test_editing_a_returned_message_never_changes_later_reads(
     assert again[1].response_metadata == {"model": "m"}
 
 
-def test_merged_summaries_list_every_entry_they_cover(make_memory: MemoryFactory) -> None:
-    """A merge plans without reading entry ids (its cost no longer grows with the
-    session); the merged summary still lists every entry under it, as
-    get_summaries and expand_summary do."""
+def test_merges_read_no_entry_ids_and_summaries_still_list_them(
+    make_memory: MemoryFactory,
+) -> None:
+    """A merge neither plans nor commits with the ids of the entries under it (they are
+    the whole conversation so far: reading them made every merge dearer as it grew), so
+    its result carries none; get_summaries and expand_summary still list every entry a
+    merged summary covers, and its recorded entry count is its children's."""
     config = MemoryConfig(
         max_tokens=300, recent_window=2, min_entries_to_compress=2, summary_share=0.05
     )
     memory = make_memory(config=config, summarizer=FakeSummarizer())
     merged = []
     memory.on("compressed", lambda _sender, **kw: merged.append(kw["result"]))
+    selects: list[str] = []
+    sa.event.listen(
+        memory.engine,
+        "before_cursor_execute",
+        lambda _c, _cur, statement, *_a: selects.append(statement),
+    )
     for turn in range(25):
         memory.add_and_get_messages(
             "s",
@@ -134,15 +143,18 @@ def test_merged_summaries_list_every_entry_they_cover(make_memory: MemoryFactory
         )
     results = [r for r in merged if r.merged_summaries]
     assert results, "the budget was meant to force merges"
+    assert all(r.summary.original_entry_ids == () for r in results)
+    # No statement of the run read compressed entries' ids (the old per-merge range read).
+    assert not [q for q in selects if "tiermem_entry.summary_id IS NOT NULL" in q]
     last = results[-1].summary
     assert last.level >= 2
     expanded = [e.id for e in memory.expand_summary(last.id)]
-    assert list(last.original_entry_ids) == expanded
-    stored = {s.id: s for s in memory.get_summaries("s")}
-    if last.id in stored:  # still top-level
-        assert stored[last.id].original_entry_ids == last.original_entry_ids
     compressed = [e.id for e in memory.get_entries("s") if e.compressed and e.seq <= last.last_seq]
-    assert list(last.original_entry_ids) == compressed
+    assert expanded == compressed
+    stored = {s.id: s for s in memory.get_summaries("s")}
+    assert last.id in stored  # nothing merged it since
+    assert list(stored[last.id].original_entry_ids) == compressed
+    check_invariants(memory.engine)  # raises on any broken invariant
 
 
 @pytest.mark.parametrize("timeout", [float("inf"), 1e300])
