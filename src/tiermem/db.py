@@ -123,6 +123,15 @@ def _switch_to_wal(cursor: Any) -> None:
 _IDLE_MAX = 4
 
 
+def _ended(conn: Connection) -> bool:
+    """Whether ``conn``'s last transaction is over for SQLAlchemy and for SQLite too:
+    a COMMIT that failed (``database is locked``) leaves SQLite's transaction open
+    while SQLAlchemy considers it done, and the next BEGIN on it would fail."""
+    if conn.invalidated or conn.in_transaction():
+        return False
+    return not getattr(conn.connection.driver_connection, "in_transaction", True)
+
+
 def _close_kept(idle: dict[bool, list[Connection]]) -> None:
     """Return the connections kept between transactions to the pool."""
     for kept in idle.values():
@@ -261,8 +270,8 @@ class Database:
 
     def _checkin(self, conn: Connection, write: bool) -> None:
         # Kept only when its transaction ended cleanly (committed or rolled back);
-        # at most a few per kind, the rest go back to the pool.
-        if self._keep and not conn.invalidated and not conn.in_transaction():
+        # at most a few per kind, the rest go back to the pool (whose reset rolls back).
+        if self._keep and _ended(conn):
             with self._idle_lock:
                 idle = self._idle[write]
                 if len(idle) < _IDLE_MAX:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import gc
+import sqlite3
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from tiermem import ConversationMemory
 from tiermem.db import _IDLE_MAX, Database
+from tiermem.errors import StorageBusy
 
 
 def _checked_out(db: Database) -> int:
@@ -90,3 +93,29 @@ def test_an_engine_passed_in_is_not_held(tmp_path: Path) -> None:
         memory.add_user_message("s", "hello")
         assert isinstance(engine.pool, sa.pool.QueuePool) and engine.pool.checkedout() == 0
     engine.dispose()
+
+
+def test_a_failed_commit_never_leaves_a_kept_connection_in_a_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A COMMIT that fails (busy) leaves SQLite's transaction open while SQLAlchemy counts
+    it as over: that connection goes back to the pool, which rolls it back, so nothing is
+    half-written and the next transaction can begin."""
+    db = Database(f"sqlite:///{tmp_path / 'kept.db'}")
+    db.run(lambda conn: conn.exec_driver_sql("CREATE TABLE t (x INTEGER)"))
+    commit = db.engine.dialect.do_commit
+    failed: list[bool] = []
+
+    def busy_once(dbapi_connection: Any) -> None:
+        if not failed:
+            failed.append(True)
+            raise sqlite3.OperationalError("database is locked")
+        commit(dbapi_connection)
+
+    monkeypatch.setattr(db.engine.dialect, "do_commit", busy_once)
+    with pytest.raises(StorageBusy):
+        db.run(lambda conn: conn.exec_driver_sql("INSERT INTO t VALUES (1)"))
+    assert db.run(lambda conn: conn.exec_driver_sql("SELECT count(*) FROM t").scalar_one()) == 0
+    db.run(lambda conn: conn.exec_driver_sql("INSERT INTO t VALUES (2)"))
+    assert db.run(lambda conn: conn.exec_driver_sql("SELECT x FROM t").scalar_one()) == 2
+    db.dispose()
