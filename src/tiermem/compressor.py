@@ -47,16 +47,15 @@ _MAX_ROUNDS = 6  # compress, merge, then halve the window down to one entry
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """A compression planned in the transaction of the append that triggered it.
+    """One round of compression as planned in a write transaction.
 
-    ``chosen`` is empty when no entry could be taken (no claim was written);
-    ``counters`` are the session's counters after that append.
+    ``chosen`` is empty when no entry could be taken (then no claim was written
+    under ``token``); ``counters`` is the session row the plan saw.
     """
 
     token: str
-    now: datetime
     chosen: list[MemoryEntry]
-    counters: dict[str, Any]
+    counters: Mapping[str, Any]
 
 
 class CompressionMixin(OpRunner):
@@ -213,7 +212,7 @@ class CompressionMixin(OpRunner):
             if step is not None:
                 result, counters = step
             elif planned is not None:  # nothing to take: the append's counters stand
-                counters = planned.counters
+                counters = dict(planned.counters)
             else:
                 fetched = self._db.run(lambda conn: self._counters(conn, session_id), write=False)
                 if fetched is None:
@@ -272,29 +271,26 @@ class CompressionMixin(OpRunner):
         self,
         conn: Connection,
         session: Mapping[str, Any],
-        token: str,
         now: datetime,
         *,
         force: bool = False,
         keep: int | None = None,
         auto: bool = True,
-    ) -> list[MemoryEntry] | None:
+    ) -> Planned:
         """In the caller's write transaction (``session`` locked): pick the entries
-        to compress and take the claim; ``None`` when there is nothing to do."""
-        if auto and self._blocked(session, now):
-            return None
-        if not force and not self._over_budget(session):
-            return None
+        to compress and take the claim (none when there is nothing to do)."""
+        token = uuid.uuid4().hex
+        if (auto and self._blocked(session, now)) or (not force and not self._over_budget(session)):
+            return Planned(token, [], session)
         chosen = select_entries(
             store.read_entries(conn, session, active_only=True, fresh=False),
             self.config,
             force=force,
             keep=keep,
         )
-        if not chosen:
-            return None
-        store.claim(conn, session, token, now, self.config.claim_ttl)
-        return chosen
+        if chosen:
+            store.claim(conn, session, token, now, self.config.claim_ttl)
+        return Planned(token, chosen, session)
 
     def _compress_once(
         self,
@@ -306,30 +302,23 @@ class CompressionMixin(OpRunner):
         window_sink: list[MessageWindow] | None = None,
         planned: Planned | None = None,
     ) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
-        if planned is not None:  # the triggering append planned this round
-            token = planned.token
-            chosen: list[MemoryEntry] | None = planned.chosen or None
-            before = planned.counters["active_tokens"] + planned.counters["summary_tokens"]
-        else:
-            now, token, before = self.now(), uuid.uuid4().hex, 0
+        if planned is None:
+            now = self.now()
 
-            def plan(conn: Connection) -> list[MemoryEntry] | None:
-                nonlocal before
+            def plan(conn: Connection) -> Planned | None:
                 try:
                     session = self._session(conn, session_id)
                 except SessionNotFound:
                     if auto:
                         return None
                     raise
-                before = session["active_tokens"] + session["summary_tokens"]
-                return self._plan_compression(
-                    conn, session, token, now, force=force, keep=keep, auto=auto
-                )
+                return self._plan_compression(conn, session, now, force=force, keep=keep, auto=auto)
 
-            chosen = self._db.run(plan)
-        if chosen is None:
+            planned = self._db.run(plan)
+        if planned is None or not planned.chosen:
             return None
-        taken = chosen  # narrowed, for the closures below
+        token, taken = planned.token, planned.chosen
+        before = planned.counters["active_tokens"] + planned.counters["summary_tokens"]
         _failpoints.hit("compress.after_claim")
         original = sum(entry.token_count for entry in taken)
         text, tokens = yield from self._summarize(

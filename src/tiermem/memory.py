@@ -286,9 +286,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             if self._compression_due(counters, now):
                 # The row is locked already: plan the compression (pick the entries,
                 # take the claim) here rather than in a transaction of its own.
-                token = uuid.uuid4().hex
-                chosen = self._plan_compression(conn, counters, token, now)
-                planned = Planned(token, now, chosen or [], counters)
+                planned = self._plan_compression(conn, counters, now)
             read = window(conn, counters)
             _failpoints.hit("append.before_commit")
             return entries, counters, read, planned, woken
