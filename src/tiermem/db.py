@@ -223,7 +223,7 @@ class Database:
         # A forked child must not reuse the parent's sockets or file handles.
         if os.getpid() != self._pid:
             for kept in self._idle.values():
-                kept.clear()  # the parent's: never used (nor closed) here
+                kept.clear()  # the parent's: dropped unused, as dispose(close=False) does
             self._idle_lock = threading.Lock()
             self.engine.dispose(close=False)
             self._pid = os.getpid()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import os
 import sqlite3
 import threading
 import warnings
@@ -119,3 +121,49 @@ def test_a_failed_commit_never_leaves_a_kept_connection_in_a_transaction(
     db.run(lambda conn: conn.exec_driver_sql("INSERT INTO t VALUES (2)"))
     assert db.run(lambda conn: conn.exec_driver_sql("SELECT x FROM t").scalar_one()) == 2
     db.dispose()
+
+
+def _open_on(path: Path) -> set[int]:
+    """The descriptors this process has open on ``path`` (Linux)."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == str(path):
+                found.add(int(name))
+        except OSError:  # closed while listing
+            pass
+    return found
+
+
+def _child_appends(memory: ConversationMemory, path: Path, result: Any) -> None:
+    """In a forked child: append through the inherited memory, collect garbage, and
+    report the appends, whether the inherited descriptors stayed open, and warnings."""
+    inherited = _open_on(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        memory.add_user_message("child", "from the child")
+        gc.collect()
+    kept = inherited <= _open_on(path)
+    stored = memory.get_stats("child").total_entries
+    result.put((stored, bool(inherited), kept, [str(w.message) for w in caught]))
+
+
+def test_a_forked_child_leaves_the_parents_kept_connections_alone(tmp_path: Path) -> None:
+    """A child drops the parent's kept connections unused: it closes none of their
+    descriptors (SQLite: a connection must not be carried across fork, closing
+    included), warns of nothing, stores through its own; the parent's still work."""
+    path = tmp_path / "kept.db"
+    memory = ConversationMemory(f"sqlite:///{path}")
+    memory.add_user_message("parent", "hello")
+    memory.get_messages("parent")
+    context = multiprocessing.get_context("fork")
+    result = context.Queue()
+    child = context.Process(target=_child_appends, args=(memory, path, result))
+    child.start()
+    stored, inherited, kept, caught = result.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0 and stored == 1 and caught == []
+    assert inherited and kept
+    memory.add_user_message("parent", "still here")
+    assert memory.get_stats("parent").total_entries == 2
+    memory.close()
