@@ -129,15 +129,13 @@ def _describe(result: RunResult, wall_s: float) -> str:
 def _fastest(spec: RunSpec, repeat: int) -> RunResult:
     """Run ``spec`` up to ``repeat`` times; the completed run with the smallest total
     (the first run that did not complete is returned at once)."""
-    best: RunResult | None = None
+    runs: list[RunResult] = []
     for _ in range(repeat):
         result = run_isolated(spec)
-        if result.total_s is None or result.status != "ok":
+        if result.status != "ok" or result.total_s is None:
             return result
-        if best is None or best.total_s is None or result.total_s < best.total_s:
-            best = result
-    assert best is not None  # repeat >= 1
-    return best
+        runs.append(result)
+    return min(runs, key=lambda run: run.total_s or 0.0)
 
 
 def run_all(options: Options) -> list[RunResult]:
