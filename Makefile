@@ -34,7 +34,7 @@ lint: install-tests
 	$(BIN)/ruff format --check src tests examples benchmarks integrations
 
 types: install-tests
-	$(BIN)/mypy src tests examples integrations/*/src
+	$(BIN)/mypy src tests examples benchmarks integrations/*/src
 
 ## test: lint, types, and the whole fast suite on SQLite and PostgreSQL
 test: lint types test-fast

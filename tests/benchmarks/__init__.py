@@ -1,0 +1,1 @@
+"""Tests of the side-by-side benchmark harness (``benchmarks/``)."""
