@@ -34,7 +34,7 @@ class LlamaIndexContender(Contender[list[ChatMessage]]):
         """Put both messages, then get the context."""
         await self._memory.aput(ChatMessage(role="user", content=human))
         await self._memory.aput(ChatMessage(role="assistant", content=ai))
-        return await self._memory.aget()
+        return list(await self._memory.aget())
 
     def step(self, human: str, ai: str) -> list[ChatMessage]:
         """Run one exchange on the contender's event loop."""
