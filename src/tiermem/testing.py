@@ -58,8 +58,10 @@ class FakeSummarizer(BaseChatModel):
     set, then answers ok), ``empty``, ``whitespace``, ``none``, ``list_blocks``
     (the digest as text blocks), ``tool_call``, ``echo_x2`` (twice its input),
     ``error_stub``, ``special_tokens`` and ``nul`` (digests with those in them).
-    Every prompt is kept in ``calls`` and, with ``log_path``, appended to a
-    JSON-lines file so calls can be counted across processes.
+    Every prompt is kept in ``calls`` (unless ``record_calls`` is off: a long run,
+    such as a benchmark, would otherwise keep every prompt in memory) and, with
+    ``log_path``, appended to a JSON-lines file so calls can be counted across
+    processes.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -71,6 +73,7 @@ class FakeSummarizer(BaseChatModel):
     digest_words: int = 12
     log_path: str | None = None
     calls: list[str] = Field(default_factory=list)
+    record_calls: bool = True
 
     @property
     def _llm_type(self) -> str:
@@ -115,7 +118,8 @@ class FakeSummarizer(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         prompt = "\n".join(str(m.content) for m in messages)
-        self.calls.append(prompt)
+        if self.record_calls:
+            self.calls.append(prompt)
         if self.log_path:
             with open(self.log_path, "a", encoding="utf-8") as log:
                 log.write(json.dumps({"chars": len(prompt), "prompt": prompt[:2000]}) + "\n")
