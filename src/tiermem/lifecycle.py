@@ -122,8 +122,7 @@ class LifecycleMixin(OpRunner):
 
         def work(conn: Connection) -> tuple[str | None, SessionInfo]:
             session = dict(self._session(conn, session_id))
-            store.touch(conn, session["pk"], now)
-            woken = store.activate(conn, session)
+            woken = store.touch(conn, session, now)
             _failpoints.hit("touch.after_update")
             return woken, session_info(self._session(conn, session_id, lock=False))
 

@@ -269,8 +269,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
                 todo = [e for e in todo if not e.message.id or e.message.id not in seen]
             if not todo:
                 session = dict(create(conn))
-                store.touch(conn, session["pk"], now)
-                woken = store.activate(conn, session)
+                woken = store.touch(conn, session, now)
                 return [], session, window(conn, session), None, woken
             # One UPDATE ... RETURNING allocates the seqs; the session is created
             # only on its first append.

@@ -156,9 +156,11 @@ def _clocked(conn: Connection, statement: sa.Update) -> sa.Update:
     return statement
 
 
-def touch(conn: Connection, pk: int, now: Any) -> None:
-    """Record an access on the session row (then :func:`activate` it)."""
-    _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": pk, "now": now})
+def touch(conn: Connection, session: dict[str, Any], now: Any) -> str | None:
+    """Record an access on the session row and :func:`activate` it (``session``: the
+    row as read in this transaction); returns what :func:`activate` returns."""
+    _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": session["pk"], "now": now})
+    return activate(conn, session)
 
 
 def activate(conn: Connection, session: dict[str, Any]) -> str | None:
