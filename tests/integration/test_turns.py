@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import MemoryConfig, is_summary_message
+from tiermem.compressor import Planned
 from tiermem.errors import InvalidContent, StorageError
 from tiermem.testing import FakeSummarizer, SignalRecorder
 
@@ -93,9 +94,9 @@ def test_a_failed_append_drops_the_claim_it_took(
     stay, and the next turn compresses at once (no lease to wait out)."""
     memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
     plan = memory._plan_compression
-    planned: list[object] = []
+    planned: list[Planned] = []
 
-    def plan_then_fail(*args: object, **kwargs: object) -> object:
+    def plan_then_fail(*args: object, **kwargs: object) -> Planned:
         planned.append(plan(*args, **kwargs))  # type: ignore[arg-type]
         raise sa.exc.OperationalError("INSERT", None, Exception("disk I/O error"))
 
@@ -107,7 +108,8 @@ def test_a_failed_append_drops_the_claim_it_took(
         except StorageError:
             break
         turn += 1
-    assert planned and planned[0], "the failing turn had planned a compression"
+    # The failing turn had picked entries and written its claim before it failed.
+    assert len(planned) == 1 and planned[0].chosen
     assert memory.get_stats("s").total_entries == 2 * turn
     assert memory.get_stats("s").summaries == 0
     with engine.connect() as conn:
