@@ -364,6 +364,18 @@ def _summaries(checks: list[Check]) -> None:
             "I2 summary {0} records {1} entries but links {2}",
         )
     )
+    # A merged summary records the entries of its children (a merge reads no entry ids).
+    children = (
+        sa.select(sa.func.coalesce(sa.func.sum(child.c.entry_count), 0))
+        .where(child.c.parent_id == M.id)
+        .scalar_subquery()
+    )
+    checks.append(
+        (
+            sa.select(M.id, M.entry_count, children).where(M.level > 1, M.entry_count != children),
+            "I2 merged summary {0} records {1} entries but its children hold {2}",
+        )
+    )
     # Summaries of one level never overlap, nor do the top-level ones.
     other = summary_table.alias("other")
     overlap = sa.and_(

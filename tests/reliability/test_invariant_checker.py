@@ -195,3 +195,33 @@ def test_provider_shape_allows_pending_calls() -> None:
     assert provider_shape_problems([HumanMessage("q"), call]) == []
     assert provider_shape_problems([call, HumanMessage("q")], pending={"a"}) == []
     assert provider_shape_problems([call], allow_pending_tail=False) != []
+
+
+def test_checker_reports_a_merged_summary_that_miscounts_its_entries(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """A merge records its children's entry count without reading entry ids; a merged
+    summary whose count differs from its children's is reported under I2."""
+    config = MemoryConfig(
+        max_tokens=300, recent_window=2, min_entries_to_compress=2, summary_share=0.05
+    )
+    memory: ConversationMemory = make_memory(config=config, summarizer=FakeSummarizer())
+    for turn in range(25):
+        memory.add_and_get_messages(
+            "s",
+            [
+                HumanMessage(f"question {turn} about the weather in town {turn}"),
+                AIMessage(f"answer {turn}: sunny in town {turn}, light wind from the west"),
+            ],
+        )
+    assert any(summary.level > 1 for summary in memory.get_summaries("s"))
+    options = {"now": clock(), "claim_ttl": 120.0, "policy": TierPolicy()}
+    assert find_violations(memory.engine, **options) == []  # type: ignore[arg-type]
+    with memory.engine.connect() as conn:
+        conn.begin()
+        conn.execute(
+            sa.update(summary_table).where(M.level > 1).values(entry_count=M.entry_count + 1)
+        )
+        problems = find_violations(conn, **options)  # type: ignore[arg-type]
+        conn.rollback()
+    assert any("I2 merged summary" in p and "its children hold" in p for p in problems), problems
