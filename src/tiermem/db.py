@@ -140,13 +140,19 @@ def _close_kept(idle: dict[bool, list[Connection]]) -> None:
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
-    busy = conn.get_execution_options().get("tiermem_busy_ms")
+    options = conn.get_execution_options()
+    busy = options.get("tiermem_busy_ms")
+    if busy is None and not options.get("tiermem_read") and conn._is_autocommit_isolation():
+        # An application's own AUTOCOMMIT connection on an engine it passed in: it
+        # wants no transaction (VACUUM and WAL checkpoints refuse to run in one).
+        # tiermem's own transactions always carry its options, so they still begin.
+        return
     info = conn.connection.info
     if busy is not None and info.get("tiermem_busy_ms") != busy:
         # This memory's lock_timeout; pooled connections may serve memories with others.
         _driver.execute_sql(conn, f"PRAGMA busy_timeout = {int(busy)}").close()
         info["tiermem_busy_ms"] = busy
-    begin = "BEGIN" if conn.get_execution_options().get("tiermem_read") else "BEGIN IMMEDIATE"
+    begin = "BEGIN" if options.get("tiermem_read") else "BEGIN IMMEDIATE"
     _driver.execute_sql(conn, begin).close()
 
 
@@ -234,7 +240,12 @@ class Database:
             return
         self._check_fork()
         try:
-            with self.engine.begin() as conn:  # BEGIN IMMEDIATE on SQLite serializes creators
+            # BEGIN IMMEDIATE on SQLite serializes creators; tiermem's options mark the
+            # transaction as its own, also on an engine whose connections autocommit.
+            with (
+                self.engine.connect().execution_options(**self._write_options) as conn,
+                conn.begin(),
+            ):
                 if self.is_postgres:
                     conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
                 create_tables(conn)

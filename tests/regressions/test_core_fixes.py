@@ -170,3 +170,30 @@ def test_an_unbounded_summarizer_timeout_compresses(
     for index in range(8):
         memory.add_user_message("s", f"message {index} with a handful of words")
     assert memory.compress("s", force=True, keep=2) is not None
+
+
+def test_an_applications_autocommit_connection_stays_outside_a_transaction(
+    tmp_path: Path,
+) -> None:
+    """tiermem opens its own SQLite transactions with BEGIN IMMEDIATE through the
+    engine's ``begin`` event; on an engine the application passed in, its own
+    AUTOCOMMIT connections must stay out of any transaction, so VACUUM and a WAL
+    checkpoint (which SQLite refuses inside one) still work, while tiermem's writes
+    and the application's ordinary transactions are still atomic."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'app.db'}")
+    memory = ConversationMemory(engine=engine)
+    memory.add_user_message("s", "stored before maintenance")
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM")
+        busy, _log, _done = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+        assert busy == 0
+        assert conn.exec_driver_sql("SELECT count(*) FROM tiermem_entry").scalar() == 1
+    # The application's ordinary transaction still rolls back as a whole.
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM tiermem_entry")
+        raise RuntimeError("abort")
+    assert [m.text for m in memory.get_messages("s")] == ["stored before maintenance"]
+    memory.add_assistant_message("s", "stored after maintenance")
+    assert len(memory.get_messages("s")) == 2
+    memory.close()
+    engine.dispose()
