@@ -47,6 +47,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+def _aware(value: datetime) -> datetime:
+    """Every datetime of an export carries its UTC offset and is kept in UTC: a naive
+    one could be any zone, and would not round-trip byte for byte."""
+    if value.tzinfo is None:
+        raise ValueError("datetimes must carry a UTC offset")
+    return value.astimezone(UTC)
+
+
 class ExportedSummary(_Strict):
     """A summary in an export; ``parent`` is the index of its merged summary."""
 
@@ -58,6 +66,8 @@ class ExportedSummary(_Strict):
     start_time: datetime
     end_time: datetime
     parent: int | None = None
+
+    _aware_times = field_validator("created_at", "start_time", "end_time")(_aware)
 
 
 class ExportedEntry(_Strict):
@@ -72,6 +82,8 @@ class ExportedEntry(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     summary: int | None = None
 
+    _aware_times = field_validator("timestamp")(_aware)
+
 
 class SessionState(_Strict):
     """A whole session: entries in seq order, summaries oldest first."""
@@ -85,12 +97,7 @@ class SessionState(_Strict):
     entries: list[ExportedEntry]
     summaries: list[ExportedSummary]
 
-    @field_validator("created_at", "last_accessed")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("datetimes must carry a UTC offset")
-        return value.astimezone(UTC)
+    _aware_times = field_validator("created_at", "last_accessed")(_aware)
 
     def to_json(self) -> str:
         """Canonical JSON: sorted keys, no whitespace, UTF-8 text."""

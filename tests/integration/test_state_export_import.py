@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig, SessionState
 from tiermem.errors import ImportValidationError
-from tiermem.testing import FakeSummarizer, SignalRecorder
+from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory
 from .helpers import canonical_dump
@@ -277,3 +279,265 @@ def test_round_trip_of_tool_message_details(memory: ConversationMemory) -> None:
     state = memory.export_session("t")
     memory.import_session(state.to_json(), session_id="t2")
     assert memory.get_entries("t2")[1].message == result
+
+
+# --------------------------------------------------------------------------- summary structure
+
+#: Indexes of the summaries in the export of :func:`_summarized` (by first seq, then
+#: level): two level-1 summaries merged into a level-2 one, then a level-1 summary
+#: left unmerged.
+FIRST, MERGED, SECOND, LATE = 0, 1, 2, 3
+#: Index of the first entry of turn ``t`` (user, tool call, tool result, answer).
+TURN = [1 + 4 * turn for turn in range(4)]
+PENDING = 17
+
+
+def _summarized(memory: ConversationMemory) -> dict[str, Any]:
+    """A valid export with summaries: a pinned entry inside the compressed prefix, two
+    compressions merged into a level-2 summary, a third compression left unmerged after
+    it, an active tail and an unanswered call. The session is cleared afterwards."""
+    sid = "sum"
+    memory.add_context(sid, "Always answer in French", source="rules", pinned=True)
+    for turn in range(4):
+        memory.add_user_message(sid, f"question {turn}: what do the archives say about it")
+        memory.add_tool_call(sid, "search", {"q": f"archives {turn}"}, call_id=f"c{turn}")
+        memory.add_tool_result(sid, "search", f"result {turn}: three old letters", f"c{turn}")
+        memory.add_assistant_message(sid, f"answer {turn}: the letters mention a journey")
+        if turn >= 1:
+            memory.compress(sid, force=True, keep=4)
+        if turn == 2:
+            memory.update_config(summary_share=0.9)  # the third summary stays unmerged
+    memory.add_tool_call(sid, "search", {"q": "open"}, call_id="open")
+    data: dict[str, Any] = json.loads(memory.export_session(sid).to_json())
+    memory.clear_session(sid)
+    return data
+
+
+def _check_layout(data: dict[str, Any]) -> None:
+    """The structure the summary corpus below edits."""
+    assert [
+        (s["level"], s["parent"], s["first_seq"], s["last_seq"]) for s in data["summaries"]
+    ] == [
+        (1, MERGED, 2, 5),
+        (2, None, 2, 9),
+        (1, MERGED, 6, 9),
+        (1, None, 10, 13),
+    ]
+    assert [e["summary"] for e in data["entries"]] == (
+        [None] + [FIRST] * 4 + [SECOND] * 4 + [LATE] * 4 + [None] * 5
+    )
+    assert [e["pinned"] for e in data["entries"]] == [True] + [False] * 17
+    assert data["entries"][PENDING]["message"]["data"]["tool_calls"][0]["id"] == "open"
+
+
+def _unlink(summary: int) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        for entry in data["entries"]:
+            if entry["summary"] == summary:
+                entry["summary"] = None
+
+    return change
+
+
+def _summary(index: int, **fields: object) -> Callable[[dict[str, Any]], None]:
+    return lambda data: data["summaries"][index].update(fields)
+
+
+def _entry(index: int, **fields: object) -> Callable[[dict[str, Any]], None]:
+    return lambda data: data["entries"][index].update(fields)
+
+
+def _unmerge(data: dict[str, Any]) -> None:
+    data["summaries"][FIRST]["parent"] = data["summaries"][SECOND]["parent"] = None
+
+
+def _hole_in_prefix(data: dict[str, Any]) -> None:
+    # The first summary gives up its first entry (and its range shrinks to match):
+    # that entry is active although later entries are compressed.
+    data["summaries"][FIRST]["first_seq"] = 3
+    data["entries"][TURN[0]]["summary"] = None
+
+
+def _call_without_id(data: dict[str, Any]) -> None:
+    data["entries"][TURN[2] + 1]["message"]["data"]["tool_calls"][0]["id"] = ""
+
+
+#: case -> (edit of the valid document, exact JSON path, words of the error message).
+SUMMARY_MALFORMED: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
+    "summary covering 0 entries": (_unlink(LATE), f"$.summaries[{LATE}]", "covers no entry"),
+    "inverted seq range": (_summary(LATE, first_seq=14), f"$.summaries[{LATE}]", "bad seq range"),
+    "range past the last entry": (
+        _summary(LATE, last_seq=99),
+        f"$.summaries[{LATE}]",
+        "bad seq range",
+    ),
+    "range wider than its entries": (
+        _summary(LATE, last_seq=14),
+        f"$.summaries[{LATE}]",
+        "range does not match its entries",
+    ),
+    "entry linked to the wrong summary": (
+        _entry(TURN[0], summary=SECOND),
+        f"$.summaries[{FIRST}]",
+        "range does not match its entries",
+    ),
+    "overlapping top-level ranges": (
+        _summary(MERGED, last_seq=10),
+        "$.summaries",
+        "summary ranges overlap",
+    ),
+    "parent index out of range": (
+        _summary(FIRST, parent=9),
+        f"$.summaries[{FIRST}].parent",
+        "parent index out of range",
+    ),
+    "summary is its own parent": (
+        _summary(MERGED, parent=MERGED),
+        f"$.summaries[{MERGED}].parent",
+        "parent index out of range",
+    ),
+    "parent at the child's level": (
+        _summary(FIRST, level=2),
+        f"$.summaries[{FIRST}].parent",
+        "parent must be higher and cover the child",
+    ),
+    "parent not covering the child": (
+        _summary(LATE, parent=MERGED),
+        f"$.summaries[{LATE}].parent",
+        "parent must be higher and cover the child",
+    ),
+    "merged summary without children": (
+        _unmerge,
+        f"$.summaries[{MERGED}]",
+        "merged summary has no children",
+    ),
+    "active entry inside the compressed prefix": (
+        _hole_in_prefix,
+        "$.entries",
+        "active entry inside the compressed prefix",
+    ),
+    "compressed pinned entry": (
+        _entry(TURN[0], pinned=True),
+        f"$.entries[{TURN[0]}].pinned",
+        "pinned entries are never compressed",
+    ),
+    "tool call and result split by a summary": (
+        _entry(TURN[2] + 2, summary=None),
+        f"$.entries[{TURN[2] + 2}].summary",
+        "different sides of a summary",
+    ),
+    "compressed unanswered call": (
+        _entry(PENDING, summary=LATE),
+        "$.entries",
+        "unanswered tool call is compressed",
+    ),
+    "tool call without an id": (
+        _call_without_id,
+        f"$.entries[{TURN[2] + 1}].message",
+        "missing or duplicated tool call id",
+    ),
+    "empty summary content": (
+        _summary(FIRST, content=""),
+        f"$.summaries[{FIRST}].content",
+        "at least 1 character",
+    ),
+    "summary level 0": (
+        _summary(FIRST, level=0),
+        f"$.summaries[{FIRST}].level",
+        "greater than or equal",
+    ),
+    "summary seq 0": (
+        _summary(LATE, first_seq=0),
+        f"$.summaries[{LATE}].first_seq",
+        "greater than",
+    ),
+    "naive entry timestamp": (
+        lambda data: data["entries"][TURN[1]].update(timestamp="2026-01-02T03:04:05"),
+        f"$.entries[{TURN[1]}].timestamp",
+        "must carry a UTC offset",
+    ),
+    "naive summary time": (
+        _summary(SECOND, end_time="2026-01-02T03:04:05"),
+        f"$.summaries[{SECOND}].end_time",
+        "must carry a UTC offset",
+    ),
+    "summary without last_seq": (
+        lambda data: data["summaries"][LATE].pop("last_seq"),
+        f"$.summaries[{LATE}].last_seq",
+        "Field required",
+    ),
+}
+
+
+def test_summary_corpus_base_imports(memory: ConversationMemory) -> None:
+    """The base document of the summary corpus has the structure the cases edit, and
+    imports unchanged (so each case fails only for its own edit)."""
+    data = _summarized(memory)
+    _check_layout(data)
+    text = json.dumps(data)
+    assert memory.import_session(text) == "sum"
+    assert memory.export_session("sum").to_json() == SessionState.from_json(text).to_json()
+
+
+def test_malformed_summary_structure_changes_nothing(
+    engine: Engine, memory: ConversationMemory
+) -> None:
+    """Each broken summary structure raises ImportValidationError naming the offending
+    JSON path and the rule it breaks; nothing is written and no signal is sent."""
+    data = _summarized(memory)
+    _check_layout(data)
+    memory.add_user_message("bystander", "must survive")
+    before = canonical_dump(engine)
+    with SignalRecorder(memory).recording() as recorder:
+        for case, (change, path, reason) in SUMMARY_MALFORMED.items():
+            broken = copy.deepcopy(data)
+            change(broken)
+            payload = json.dumps(broken)
+            for attempt in (payload, payload.encode("utf-8")):
+                try:
+                    memory.import_session(attempt)
+                except ImportValidationError as error:
+                    assert error.path == path, f"{case}: {error}"
+                    assert str(error).startswith(f"{path}: "), f"{case}: {error}"
+                    assert reason in str(error), f"{case}: {error}"
+                else:
+                    pytest.fail(f"{case}: imported without an error")
+    assert recorder.events == []
+    assert canonical_dump(engine) == before
+
+
+# --------------------------------------------------------------------------- time
+
+
+def test_future_last_accessed_is_clamped_on_import(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """An export stamped a year ahead (written by a host whose clock ran fast) imports
+    with created_at and last_accessed clamped to now, as a new session and over an
+    existing one: ACTIVE, kept by a prune at exactly 30 days, pruned one second later,
+    never early and never made immortal."""
+    memory = make_memory(config=CONFIG)
+    data = _valid(memory)
+    ahead = (clock.now + timedelta(days=365)).isoformat()
+    data.update(created_at=ahead, last_accessed=ahead)
+    memory.add_user_message("replaced", "an older conversation")
+    imported_at = clock.advance(hours=2)
+    assert memory.import_session(json.dumps(data), session_id="new") == "new"
+    assert (
+        memory.import_session(json.dumps(data), session_id="replaced", overwrite=True) == "replaced"
+    )
+    sessions = {info.session_id: info for info in memory.list_sessions()}
+    assert set(sessions) == {"new", "replaced"}
+    for sid, info in sessions.items():
+        assert (info.created_at, info.last_accessed) == (imported_at, imported_at), sid
+        assert info.memory_tier == "active", sid
+        exported = memory.export_session(sid)
+        assert (exported.created_at, exported.last_accessed) == (imported_at, imported_at), sid
+    clock.advance(days=30)
+    assert memory.get_tier_stats().archived == 2
+    assert memory.prune_expired() == 0
+    assert {info.session_id for info in memory.list_sessions()} == {"new", "replaced"}
+    clock.advance(seconds=1)
+    assert memory.get_tier_stats().expired == 2
+    assert memory.prune_expired() == 2
+    assert memory.list_sessions() == []
