@@ -1,4 +1,5 @@
-"""T33-T35: disk full, a failure at every statement, lost connections and retried conflicts."""
+"""T06 and T33-T35: a failed summary commit, disk full, a failure at every statement,
+lost connections and retried conflicts."""
 
 from __future__ import annotations
 
@@ -14,12 +15,27 @@ import sqlalchemy as sa
 from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig, SessionState
+from tiermem import ConversationMemory, MemoryConfig, SessionState, _failpoints
 from tiermem.errors import StorageBusy, StorageError, StorageFull, StorageUnavailable
 from tiermem.invariants import find_violations
-from tiermem.testing import FakeSummarizer, ManualClock
+from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
-from ..conftest import MemoryFactory, pg_admin
+from ..conftest import (
+    MemoryFactory,
+    _create_schema,
+    _drop_schema,
+    pg_admin,
+    pg_engine_for,
+    sqlite_engine,
+)
+from .commit_faults import (
+    COMMIT,
+    FAILED_COMMIT,
+    SUMMARY_COMMIT_TRACE,
+    FailingSummaryCommit,
+    Trace,
+    terminate_backend,
+)
 from .dump import canonical_dump
 from .workers import tool_group
 
@@ -200,6 +216,80 @@ def test_fail_at_every_statement(
             state = _setup(memory, clock)
 
 
+@contextmanager
+def _fresh_engine(backend: str, path: Path) -> Iterator[Engine]:
+    """An engine on a database tiermem has never used: a new SQLite file at ``path``, or
+    a new PostgreSQL schema (dropped afterwards)."""
+    if backend == "sqlite":
+        engine = sqlite_engine(path)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+        return
+    schema = _create_schema()
+    engine = pg_engine_for(schema)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        _drop_schema(schema)
+
+
+def _objects(engine: Engine) -> list[tuple[str, str]]:
+    """Every object of the database (SQLite) or of the test's schema (PostgreSQL):
+    tables, indexes, views, triggers, sequences, as (kind, name)."""
+    if engine.dialect.name == "sqlite":
+        query = "SELECT type, name FROM sqlite_master"
+    else:
+        query = (
+            "SELECT c.relkind::text, c.relname FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema()"
+        )
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(query).all()
+        conn.rollback()
+    return sorted((str(kind), str(name)) for kind, name in rows)
+
+
+# The PostgreSQL sweep runs ~55 DDL transactions (a few ms of server time per statement).
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def test_fail_at_every_statement_of_schema_creation(
+    backend: str, tmp_path: Path, clock: ManualClock
+) -> None:
+    """Schema creation on a fresh database (the first use of a memory) fails at statement
+    N = 1, 2, ... (once, then at every statement from N on): each failure is a typed
+    StorageError and leaves no table, index or trigger behind; the retry that passes the
+    last statement creates a schema the memory works on."""
+    for always in (False, True):
+        with _fresh_engine(backend, tmp_path / f"schema-{always}.db") as engine:
+            memory = ConversationMemory(engine=engine, config=CONFIG, clock=clock)
+            before = _objects(engine)
+            at = 1
+            while True:
+                with injected(engine, Fault(at, always)) as fault:
+                    try:
+                        memory.database.ensure_schema()
+                    except StorageError as error:
+                        assert fault.fired, "schema creation failed without an injected fault"
+                        assert isinstance(error.__cause__, sa.exc.DBAPIError)
+                    else:
+                        assert not fault.fired, f"schema creation hid the fault at {at}"
+                if not fault.fired:
+                    break
+                assert _objects(engine) == before, (
+                    f"schema creation failed at statement {at} (always={always}) "
+                    "but left objects behind"
+                )
+                at += 1
+            assert at > 1, "schema creation ran no statement"
+            assert _objects(engine) != before
+            assert memory.add_user_message("s", "hello").seq == 1
+            assert [m.content for m in memory.get_messages("s")] == ["hello"]
+            _healthy(engine)
+            memory.close()
+
+
 # --------------------------------------------------------------------------- T35
 
 
@@ -274,3 +364,141 @@ def test_conflicts_are_retried_then_busy(
     assert 2 <= len(attempts) <= 10
     assert isinstance(caught.value.__cause__, sa.exc.DBAPIError)
     assert canonical_dump(memory.engine) == before
+
+
+# --------------------------------------------------------------------------- T06
+
+#: What a failed summary commit may change: the backoff of automatic compression.
+#: The claim columns stay in the comparison, so they must be back to what they were.
+BACKOFF = {"tiermem_session": {"failures", "backoff_until"}}
+
+
+def _seed_compressible(memory: ConversationMemory) -> None:
+    """Eight entries: a forced compress() takes the six outside the recent window."""
+    for index in range(8):
+        memory.add_user_message("s", f"message {index} about the weather")
+
+
+def _failed_commit_changed_nothing(
+    memory: ConversationMemory, fake: FakeSummarizer, recorder: SignalRecorder, before: str
+) -> None:
+    """After a compress() whose summary transaction did not commit: the store is as it
+    was (no summary, no entry linked, no claim left), the summary had been made, and no
+    signal was sent: ``compressed`` only follows a commit, and ``compression_failed`` is
+    sent for summarizer failures (before the second transaction), not storage ones."""
+    assert canonical_dump(memory.engine, ignore=BACKOFF) == before
+    _healthy(memory.engine)
+    assert len(fake.calls) == 1, "the fault was meant to hit after the summary was made"
+    assert recorder.of("compressed") == []
+    assert recorder.of("compression_failed") == []
+
+
+def _retry_compresses(
+    memory: ConversationMemory, fake: FakeSummarizer, recorder: SignalRecorder
+) -> None:
+    """compress() again at the same instant (a claim left behind would still be live and
+    raise CompressionInProgress) succeeds, asks the summarizer again for the same
+    entries, and is the only attempt that signals ``compressed``."""
+    result = memory.compress("s", force=True)
+    assert result is not None and result.entries_compressed == 6
+    assert len(fake.calls) == 2 and fake.calls[1] == fake.calls[0]
+    assert [kwargs["result"] for kwargs in recorder.of("compressed")] == [result]
+    assert memory.get_stats("s").summaries == 1
+    _healthy(memory.engine)
+
+
+def test_failpoint_before_summary_commit_changes_nothing(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compress.before_commit=raise:OperationalError: compress() raises a StorageError
+    caused by the failpoint and changes nothing (the claim is released); a retry at once
+    succeeds and calls the summarizer again."""
+    fake = FakeSummarizer()
+    memory = make_memory(config=CONFIG, summarizer=fake)
+    _seed_compressible(memory)
+    before = canonical_dump(memory.engine, ignore=BACKOFF)
+    monkeypatch.setitem(_failpoints._POINTS, "compress.before_commit", "raise:OperationalError")
+    with SignalRecorder(sender=memory).recording() as recorder:
+        with pytest.raises(StorageError) as caught:
+            memory.compress("s", force=True)
+        cause = caught.value.__cause__
+        assert isinstance(cause, sa.exc.OperationalError)
+        assert "failpoint compress.before_commit" in str(cause)
+        _failed_commit_changed_nothing(memory, fake, recorder, before)
+        monkeypatch.delitem(_failpoints._POINTS, "compress.before_commit")
+        _retry_compresses(memory, fake, recorder)
+
+
+def test_failed_summary_commit_changes_nothing(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's COMMIT of the summary transaction raises OperationalError once:
+    compress() raises a StorageError with that error as cause and changes nothing (the
+    claim is released in a transaction of its own); a retry at once succeeds and calls
+    the summarizer again."""
+    fake = FakeSummarizer()
+    memory = make_memory(config=CONFIG, summarizer=fake)
+    _seed_compressible(memory)
+    before = canonical_dump(memory.engine, ignore=BACKOFF)
+    trace = Trace()
+    trace.install(monkeypatch)
+    commit = FailingSummaryCommit(memory.engine, trace, memory.engine.dialect.do_commit)
+    commit.install(monkeypatch)
+    with SignalRecorder(sender=memory).recording() as recorder:
+        with pytest.raises(StorageError) as caught:
+            memory.compress("s", force=True)
+        # The claim's transaction committed; the refused COMMIT was the second
+        # transaction's, which held the (uncommitted) summary; the release followed.
+        assert trace.events == [
+            *SUMMARY_COMMIT_TRACE,
+            FAILED_COMMIT,
+            "transaction.before_commit",
+            COMMIT,
+        ]
+        assert commit.summaries_in_failed == 1
+        cause = caught.value.__cause__
+        assert isinstance(cause, sa.exc.DBAPIError) and cause.orig is commit.error
+        _failed_commit_changed_nothing(memory, fake, recorder, before)
+        _retry_compresses(memory, fake, recorder)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_backend_terminated_before_summary_commit(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pg_terminate_backend of the connection about to COMMIT the summary (phase 3):
+    StorageUnavailable, nothing changed, the claim released; the retry runs on a new
+    connection, succeeds and calls the summarizer again."""
+    fake = FakeSummarizer()
+    memory = make_memory(config=CONFIG, summarizer=fake)
+    _seed_compressible(memory)
+    before = canonical_dump(memory.engine, ignore=BACKOFF)
+    inserted_by: list[int] = []  # backend pid of each summary INSERT
+    terminated: list[int] = []
+
+    def note_summary_insert(conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.startswith("INSERT INTO tiermem_summary"):
+            inserted_by.append(conn.connection.driver_connection.info.backend_pid)
+
+    original = _failpoints.hit
+
+    def terminate_before_commit(name: str) -> None:
+        if name == "compress.before_commit" and not terminated:
+            assert len(inserted_by) == 1, "no summary written in this transaction"
+            terminated.append(inserted_by[0])
+            terminate_backend(inserted_by[0])
+        original(name)
+
+    monkeypatch.setattr(_failpoints, "hit", terminate_before_commit)
+    sa.event.listen(memory.engine, "before_cursor_execute", note_summary_insert)
+    try:
+        with SignalRecorder(sender=memory).recording() as recorder:
+            with pytest.raises(StorageError) as caught:
+                memory.compress("s", force=True)
+            assert isinstance(caught.value, StorageUnavailable)
+            assert terminated == inserted_by
+            _failed_commit_changed_nothing(memory, fake, recorder, before)
+            _retry_compresses(memory, fake, recorder)
+    finally:
+        sa.event.remove(memory.engine, "before_cursor_execute", note_summary_insert)
+    assert len(inserted_by) == 2 and inserted_by[1] != inserted_by[0]
