@@ -30,12 +30,15 @@ from .errors import (
     SummarizerTimeout,
 )
 from .models import EntryType, MemoryConfig, MemoryEntry
+from .tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "Summarizer",
     "SummarizerLike",
     "build_prompt",
+    "conversation_lines",
+    "fit_prompt",
     "heuristic_summary",
     "normalize_output",
     "select_entries",
@@ -148,11 +151,17 @@ def _line(entry: MemoryEntry) -> str:
     return f"{label}: {text}"
 
 
-def render_conversation(entries: Sequence[MemoryEntry], summaries: Sequence[str] = ()) -> str:
-    """The conversation as plain text lines, media as placeholders."""
+def conversation_lines(entries: Sequence[MemoryEntry], summaries: Sequence[str] = ()) -> list[str]:
+    """The conversation as plain text lines (earlier summaries first), media as
+    placeholders, each entry cut at a preview length."""
     lines = [f"[Earlier summary] {text}" for text in summaries]
     lines.extend(_line(entry) for entry in entries)
-    return "\n".join(lines)
+    return lines
+
+
+def render_conversation(entries: Sequence[MemoryEntry], summaries: Sequence[str] = ()) -> str:
+    """The conversation as one text, a line per summary and entry."""
+    return "\n".join(conversation_lines(entries, summaries))
 
 
 def build_prompt(conversation: str, target_tokens: int, template: str | None = None) -> str:
@@ -160,6 +169,69 @@ def build_prompt(conversation: str, target_tokens: int, template: str | None = N
     return (template or DEFAULT_SUMMARY_PROMPT).format(
         conversation=conversation, target_tokens=target_tokens
     )
+
+
+_TRUNCATED = " [...truncated]"
+#: Rounds of cutting before giving up: each round removes at least what was over.
+_FIT_ROUNDS = 8
+
+
+def fit_prompt(
+    lines: Sequence[str],
+    target_tokens: int,
+    counter: TokenCounter,
+    limit: int,
+    template: str | None = None,
+) -> str:
+    """The summary prompt for ``lines``, at most ``limit`` tokens in all
+    (``max_summarizer_input_tokens``: the template's own words count too).
+
+    When the whole prompt would be longer, the longest lines are cut to a common
+    length (each keeps its start and ends with ``[...truncated]``), so every entry
+    still reaches the model. Shorter prompts are returned without counting.
+
+    Raises:
+        InvalidArgument: when ``limit`` leaves no room for the conversation.
+    """
+    prompt = build_prompt("\n".join(lines), target_tokens, template)
+    # A token covers at least one UTF-8 byte: a prompt of at most ``limit`` bytes
+    # fits, and typical prompts (a few kB against a budget of thousands) stop here.
+    if len(prompt) <= limit and len(prompt.encode("utf-8", "surrogatepass")) <= limit:
+        return prompt
+    over = counter.count_text(prompt) - limit
+    if over <= 0:
+        return prompt
+    sizes = [counter.count_text(line) for line in lines]
+    marker = counter.count_text(_TRUNCATED)
+    budget = sum(sizes)
+    for _ in range(_FIT_ROUNDS):
+        budget -= over
+        cap = _common_cap(sizes, budget)
+        if cap <= marker:
+            raise InvalidArgument(
+                f"max_summarizer_input_tokens={limit} leaves no room for the conversation "
+                f"of {len(lines)} lines (the prompt's own words take part of it)"
+            )
+        cut = [
+            line if size <= cap else counter.truncate(line, cap - marker) + _TRUNCATED
+            for line, size in zip(lines, sizes, strict=True)
+        ]
+        prompt = build_prompt("\n".join(cut), target_tokens, template)
+        over = counter.count_text(prompt) - limit
+        if over <= 0:
+            return prompt
+    raise InvalidArgument(f"cannot fit the summary prompt in {limit} tokens")
+
+
+def _common_cap(sizes: Sequence[int], budget: int) -> int:
+    """The largest ``cap`` with ``sum(min(size, cap)) <= budget`` (0 if none)."""
+    remaining, left = budget, len(sizes)
+    for size in sorted(sizes):
+        if size * left > remaining:
+            return max(remaining // left, 0)
+        remaining -= size
+        left -= 1
+    return max(sizes, default=0)
 
 
 def _is_error(entry: MemoryEntry) -> bool:

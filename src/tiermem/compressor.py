@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 from . import _failpoints, store
 from ._messages import validate_session_id
 from ._ops import Emit, Op, OpRunner, Summarize
-from .compression import build_prompt, heuristic_summary, render_conversation, select_entries
+from .compression import conversation_lines, fit_prompt, heuristic_summary, select_entries
 from .errors import (
     InvalidArgument,
     SessionNotFound,
@@ -324,7 +324,7 @@ class CompressionMixin(OpRunner):
         text, tokens = yield from self._summarize(
             session_id,
             token,
-            render_conversation(taken),
+            conversation_lines(taken),
             original,
             lambda: heuristic_summary(taken),
         )
@@ -373,7 +373,7 @@ class CompressionMixin(OpRunner):
             text, tokens = yield from self._summarize(
                 session_id,
                 token,
-                render_conversation([], texts),
+                conversation_lines([], texts),
                 original,
                 lambda: heuristic_summary([], texts),
             )
@@ -398,19 +398,26 @@ class CompressionMixin(OpRunner):
         self,
         session_id: str,
         token: str,
-        conversation: str,
+        lines: Sequence[str],
         original_tokens: int,
         heuristic: Callable[[], str],
     ) -> Op[tuple[str, int]]:
         """Ask the model (outside any transaction) and validate the answer; on failure
         release the claim, back off, signal ``compression_failed`` and raise."""
-        target = max(int(original_tokens * self.config.compression_ratio), 16)
-        prompt = build_prompt(conversation, target, self.config.summary_prompt)
+        config = self.config
         try:
             _failpoints.hit("compress.in_llm")
             if self._summarizer is None:
                 text = heuristic()
             else:
+                target = max(int(original_tokens * config.compression_ratio), 16)
+                prompt = fit_prompt(
+                    lines,
+                    target,
+                    self.counter,
+                    config.max_summarizer_input_tokens,
+                    config.summary_prompt,
+                )
                 try:
                     text = yield Summarize(prompt)
                 except SummarizationError:

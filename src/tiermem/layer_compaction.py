@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from . import layer_store
 from ._layer_base import LayerBase, check_count, parse_layer, to_item
 from ._ops import Op, Summarize
-from .compression import build_prompt, heuristic_summary
+from .compression import fit_prompt, heuristic_summary
 from .errors import InvalidArgument, SummarizationError, SummarizerOutputInvalid
 from .layer_models import LayerCompaction, LayerItem, LayerType
 from .layer_store import NewItem
@@ -158,13 +158,20 @@ class CompactionMixin(LayerBase):
         if self._memory._summarizer is None:
             text = heuristic_summary([], texts)
         else:
-            lines = "\n".join(
+            lines = [
                 f"[{item.created_at:%Y-%m-%d %H:%M}] {item.content[:_PREVIEW_CHARS]}"
                 for item in items
-            )
+            ]
             target = max(int(original * config.compression_ratio), 16)
+            prompt = fit_prompt(
+                lines,
+                target,
+                self._memory.counter,
+                config.max_summarizer_input_tokens,
+                config.summary_prompt,
+            )
             try:
-                text = yield Summarize(build_prompt(lines, target, config.summary_prompt))
+                text = yield Summarize(prompt)
             except SummarizationError:
                 if not config.heuristic_fallback:
                     raise

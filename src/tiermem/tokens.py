@@ -144,6 +144,14 @@ class TokenCounter:
             return len(self._encoding.encode_ordinary(text))
         return sum(len(self._encoding.encode_ordinary(chunk)) for chunk in _chunks(text))
 
+    def truncate(self, text: str, tokens: int) -> str:
+        """The start of ``text`` that fits in ``tokens`` tokens (``text`` itself if it
+        fits); a character cut in half at the end is dropped."""
+        ids = self._encoding.encode_ordinary(text)
+        if len(ids) <= tokens:
+            return text
+        return self._encoding.decode(ids[: max(tokens, 0)]).rstrip("\ufffd")
+
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message: content, role, name and tool calls (see module doc)."""
         kind = self._type_tokens.get(message.type)

@@ -17,6 +17,7 @@ from tiermem._messages import classify
 from tiermem.compression import (
     Summarizer,
     build_prompt,
+    fit_prompt,
     heuristic_summary,
     normalize_output,
     render_conversation,
@@ -28,6 +29,7 @@ from tiermem.errors import (
     SummarizerOutputInvalid,
     SummarizerTimeout,
 )
+from tiermem.tokens import TokenCounter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -196,6 +198,44 @@ def test_default_prompt_covers_the_seed_points() -> None:
 def test_custom_prompt_is_filled() -> None:
     """A custom template gets the conversation and the target length."""
     assert build_prompt("C", 7, "Brief ({target_tokens}): {conversation}") == "Brief (7): C"
+
+
+def test_a_prompt_within_the_limit_is_left_whole() -> None:
+    """fit_prompt returns exactly build_prompt's text when it fits."""
+    counter = TokenCounter()
+    lines = ["User: hello", "Assistant: hi, how can I help?"]
+    assert fit_prompt(lines, 20, counter, 200) == build_prompt("\n".join(lines), 20)
+
+
+@pytest.mark.parametrize("filler", ["word ", "QUJD", "\U0001f600", "\u6f22\u5b57"])
+def test_long_lines_are_cut_until_the_whole_prompt_fits(filler: str) -> None:
+    """Past the limit, the longest lines are cut to a common length (keeping their start,
+    marked ``[...truncated]``) until the whole prompt, template included, fits; short
+    lines and every entry's start stay. Emoji and CJK cost several tokens per
+    character, so the cut is by tokens, not characters."""
+    counter = TokenCounter()
+    lines = [
+        "User: short question",
+        "Tool result (search): " + filler * 3_000,
+        "Assistant: " + filler * 1_500,
+        "User: thanks",
+    ]
+    template = "Summarize in {target_tokens} tokens.\n{conversation}"
+    for limit in (300, 1_000, 2_500):
+        prompt = fit_prompt(lines, 50, counter, limit, template)
+        assert counter.count_text(prompt) <= limit
+        assert counter.count_text(prompt) > limit * 0.8  # cut to the limit, not far below
+        body = prompt.split("\n", 1)[1].split("\n")
+        assert body[0] == "User: short question" and body[3] == "User: thanks"
+        assert body[1].startswith("Tool result (search): ") and body[2].startswith("Assistant: ")
+        assert body[1].endswith(" [...truncated]") and body[2].endswith(" [...truncated]")
+
+
+def test_a_limit_below_the_prompts_own_words_is_refused() -> None:
+    """A max_summarizer_input_tokens the template alone fills is a typed error."""
+    counter = TokenCounter()
+    with pytest.raises(InvalidArgument, match="no room for the conversation"):
+        fit_prompt(["User: " + "word " * 400], 50, counter, 40)
 
 
 def test_conversation_rendering_uses_placeholders() -> None:
