@@ -2,11 +2,15 @@
 
 PostgreSQL comes from ``TIERMEM_TEST_PG_URL`` (default: the local server with
 trust auth). An unreachable server fails the PostgreSQL tests; they never skip.
+The suite runs offline: a Python socket that connects anywhere but loopback
+raises :class:`NetworkBlocked` at once.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +33,62 @@ settings.register_profile(
 )
 settings.register_profile("soak", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+class NetworkBlocked(RuntimeError):
+    """A test tried to reach a non-loopback address (the suite must run offline)."""
+
+
+#: Host names that always mean this machine.
+_LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+def is_loopback(family: int, address: Any) -> bool:
+    """Whether connecting a socket of ``family`` to ``address`` stays on this machine:
+    a Unix socket, ``localhost``, 127.0.0.0/8 or ::1 (IPv4-mapped too). Host names are
+    not resolved, so any other name counts as the network."""
+    if family not in (socket.AF_INET, socket.AF_INET6):
+        return True  # AF_UNIX paths, netlink, ...: not the network
+    host = address[0] if isinstance(address, tuple) and address else address
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    if host.lower().rstrip(".") in _LOCAL_NAMES:
+        return True
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])  # drop an IPv6 zone
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
+
+
+@pytest.fixture(name="no_network", scope="session", autouse=True)
+def fixture_no_network() -> Iterator[None]:
+    """Make every Python socket refuse non-loopback addresses for the whole run, so an
+    accidental network call fails at once instead of hanging or passing by luck.
+    libpq (psycopg) connects in C and is not affected; the PostgreSQL server is local."""
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def check(sock: socket.socket, address: Any) -> None:
+        if not is_loopback(sock.family, address):
+            raise NetworkBlocked(f"tests must not use the network: connect to {address!r}")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        check(self, address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        check(self, address)
+        return real_connect_ex(self, address)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", connect)
+        patch.setattr(socket.socket, "connect_ex", connect_ex)
+        yield
 
 
 def sqlite_engine(path: Path) -> Engine:

@@ -10,6 +10,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.runnables import RunnableLambda
+from sqlalchemy.engine import Engine
 
 from tiermem import (
     CompressionResult,
@@ -19,11 +20,12 @@ from tiermem import (
     is_summary_message,
 )
 from tiermem.compression import heuristic_summary
+from tiermem.errors import SummarizerOutputInvalid
 from tiermem.rendering import SUMMARY_HEADER
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory
-from .helpers import assert_provider_valid
+from .helpers import COMPRESSION_BOOKKEEPING, assert_provider_valid, canonical_dump
 
 _CALL_IDS = itertools.count()
 MANUAL = MemoryConfig(auto_compress=False, recent_window=4, min_entries_to_compress=2)
@@ -262,3 +264,58 @@ async def test_acompress_matches_compress(make_memory: MemoryFactory) -> None:
     assert [e.id for e in await memory.aexpand_summary(result.summary.id)] == list(
         result.summary.original_entry_ids
     )
+
+
+def test_a_summary_carried_forward_cannot_grow_past_the_caps(
+    engine: Engine, make_memory: MemoryFactory
+) -> None:
+    """A summarizer that repeats its previous answer in each new one (a rolling summary)
+    grows by a digest per call. tiermem caps what it stores: a summary must have fewer
+    tokens than the entries it covers, and those entries are capped at
+    max_summarizer_input_tokens. Over 10 rounds every stored summary stays below both
+    caps, the growing answer is refused as not shorter (state unchanged) from the round
+    it reaches its input on, and the context never holds more summary tokens than it
+    compressed (T04)."""
+    cap = 150
+    answers: list[str] = []
+    digest = FakeSummarizer(digest_words=8)
+
+    def rolling(prompt: str) -> str:
+        answer = str(digest.invoke(prompt).content)
+        if answers:
+            answer = f"{answer} Before that: {answers[-1]}"
+        answers.append(answer)
+        return answer
+
+    memory = make_memory(config=MANUAL.replace(max_summarizer_input_tokens=cap), summarizer=rolling)
+    outcomes: list[str] = []
+    for round_ in range(10):
+        # More than the cap per round: from the second round on, each input is at the cap.
+        for turn in range(5):
+            memory.add_user_message("s", f"Round {round_}, question {turn}: what comes next?")
+            memory.add_assistant_message("s", f"Round {round_}, answer {turn}: the next step.")
+        before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+        try:
+            result = memory.compress("s", force=True)
+        except SummarizerOutputInvalid as exc:
+            assert "not shorter" in str(exc)
+            assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+            outcomes.append("refused")
+            continue
+        assert result is not None and result.summary.content == answers[-1]
+        outcomes.append("stored")
+    assert len(answers) == 10
+    stored = outcomes.count("stored")
+    # Stored while the answer fitted, then refused for good: it only grows, its input
+    # cannot grow past the cap.
+    assert stored >= 3 and outcomes == ["stored"] * stored + ["refused"] * (10 - stored)
+    assert memory.counter.count_text(answers[-1]) > cap, "the answer never outgrew the cap"
+    summaries = memory.get_summaries("s")
+    assert len(summaries) == stored
+    for summary in summaries:
+        assert summary.token_count == memory.counter.count_text(summary.content)
+        assert summary.token_count < summary.original_token_count <= cap
+    stats = memory.get_stats("s")
+    compressed = [e for e in memory.get_entries("s") if e.compressed]
+    assert stats.summary_tokens == sum(s.token_count for s in summaries)
+    assert stats.summary_tokens < sum(e.token_count for e in compressed)

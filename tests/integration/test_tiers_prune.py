@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+import re
+from datetime import UTC, timedelta, timezone
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig
+from tiermem import ConversationMemory, MemoryConfig, MemoryTier
 from tiermem.errors import InvalidArgument
 from tiermem.tables import entry_table, session_table, summary_table
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory
-from .test_tiers_recalc import add_at, statements
+from .test_tiers_recalc import add_at, statements, stored_tiers
 
 THIRTY_DAYS = timedelta(days=30)
 
@@ -291,3 +293,71 @@ def test_a_failed_recheck_rolls_the_batch_back(
     finally:
         event.remove(engine, "before_cursor_execute", refresh)
     assert row_counts(engine) == before
+
+
+#: How SQLite stores every tiermem time: UTC, space-separated, with microseconds.
+SQLITE_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}")
+
+
+def test_times_in_any_offset_are_pruned_by_their_instant(
+    make_memory: MemoryFactory, clock: ManualClock, engine: Engine, backend: str
+) -> None:
+    """Accesses stamped by clocks in other UTC offsets, with or without microseconds, or
+    imported with an offset, are stored as one UTC format (SQLite compares the stored
+    text, so a second format would sort wrongly) and pruned and tiered by their instant:
+    exactly 30 days old stays ARCHIVED, 30 days and 1 s or 1 us more goes (T30)."""
+    memory = make_memory()
+    now = clock.now
+    plus5 = timezone(timedelta(hours=5))
+    minus7 = timezone(timedelta(hours=-7))
+    plus530 = timezone(timedelta(hours=5, minutes=30))
+    moments = {
+        "exact+05": (now - THIRTY_DAYS).astimezone(plus5),
+        "over-07": (now - THIRTY_DAYS - timedelta(seconds=1)).astimezone(minus7),
+        "over-us+0530": (now - THIRTY_DAYS - timedelta(microseconds=1)).astimezone(plus530),
+        "under-us-07": (now - THIRTY_DAYS + timedelta(microseconds=1)).astimezone(minus7),
+        "under+05": (now - THIRTY_DAYS + timedelta(seconds=1)).astimezone(plus5),
+    }
+    for session_id, moment in moments.items():
+        add_at(memory, clock, session_id, moment)
+    template = json.loads(memory.export_session("exact+05").to_json())
+    imported = {
+        "imported-exact": (now - THIRTY_DAYS).astimezone(plus5),
+        "imported-over": (now - THIRTY_DAYS - timedelta(seconds=1)).astimezone(minus7),
+    }
+    for session_id, moment in imported.items():
+        stamp = moment.isoformat()
+        assert not stamp.endswith(("Z", "+00:00"))
+        memory.import_session(
+            json.dumps({**template, "created_at": stamp, "last_accessed": stamp}),
+            session_id=session_id,
+        )
+    moments.update(imported)
+    with engine.connect() as conn:
+        stored = dict(
+            conn.execute(sa.select(session_table.c.session_id, session_table.c.last_accessed)).all()
+        )
+    if backend == "sqlite":
+        with engine.connect() as conn:
+            raw: dict[str, str] = {
+                str(row[0]): str(row[1])
+                for row in conn.exec_driver_sql(
+                    "SELECT session_id, last_accessed FROM tiermem_session"
+                )
+            }
+        for session_id, moment in moments.items():
+            text = raw[session_id]
+            assert SQLITE_STAMP.fullmatch(text), (session_id, text)
+            expected = moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+            assert text == expected, session_id
+    for session_id, moment in moments.items():
+        value = stored[session_id]
+        assert (value if value.tzinfo else value.replace(tzinfo=UTC)) == moment, session_id
+    memory.recalculate_tiers()
+    tiers = stored_tiers(engine)
+    gone = {"over-07", "over-us+0530", "imported-over"}
+    assert {sid for sid, tier in tiers.items() if tier == MemoryTier.EXPIRED} == gone
+    assert tiers["exact+05"] == tiers["imported-exact"] == MemoryTier.ARCHIVED
+    assert memory.prune_expired(dry_run=True) == 3
+    assert memory.prune_expired() == 3
+    assert session_ids(engine) == set(moments) - gone

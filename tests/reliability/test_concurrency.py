@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from tiermem import create_tables
+from tiermem.errors import SummarizerTimeout
+from tiermem.migrations import upgrade
 from tiermem.tables import session_table
+from tiermem.testing import FakeSummarizer
 
+from ..conftest import _create_schema, _drop_schema
 from .harness import (
     CTX,
     StoreSpec,
@@ -19,6 +26,7 @@ from .harness import (
     kill,
     read_log,
     spawn,
+    store_dump,
     store_healthy,
     wait_backends_gone,
     wait_for,
@@ -27,6 +35,7 @@ from .harness import (
 from .workers import (
     NO_AUTO,
     append_one,
+    append_timed,
     compress_at_barrier,
     compress_loop,
     concurrent_appender,
@@ -227,43 +236,142 @@ def test_append_during_model_call(store: StoreSpec, tmp_path: Path) -> None:
     assert stats.active_entries == 6 and stats.compressed_entries == 10
 
 
-def _table_counts(store: StoreSpec) -> dict[str, int]:
+def test_timed_out_model_call_holds_no_lock(store: StoreSpec, tmp_path: Path) -> None:
+    """While the summarizer sleeps past summarizer_timeout (0.5 s), another process appends
+    to the same session in under 1 s and before the timeout fires: no transaction or lock
+    is held during the model call. compress raises SummarizerTimeout within 1.5 s, and the
+    answer that arrives once the model is released is discarded: no summary, and the only
+    change is the new append (T02)."""
+    with opened(store) as memory:
+        for index in range(8):
+            memory.add_user_message("s", f"turn {index}: a question worth summarizing")
+        before = [(e.seq, e.message, e.token_count, e.summary_id) for e in memory.get_entries("s")]
+        tokens_before = memory.get_stats("s").total_tokens
+    ready, go = CTX.Event(), CTX.Event()
+    log = tmp_path / "append.jsonl"
+    contender = spawn(append_timed, store, "s", str(log), 10.0, ready, go)
+    release, answered = threading.Event(), threading.Event()
+    fake = FakeSummarizer(mode="sleep", delay=60, release=release)
+    called: list[float] = []
+
+    def model(prompt: str) -> Any:
+        called.append(time.time())
+        go.set()  # the other process appends while this call is in flight
+        try:
+            return fake.invoke(prompt)
+        finally:
+            answered.set()
+
+    try:
+        wait_for(ready.is_set, 60, "the appender to warm up")
+        config = NO_AUTO.replace(summarizer_timeout=0.5)
+        with opened(store, config=config, summarizer=model) as memory:
+            started = time.monotonic()
+            with pytest.raises(SummarizerTimeout):
+                memory.compress("s", force=True)
+            elapsed = time.monotonic() - started
+            join_all([contender], 30)
+            after_timeout = store_dump(store)
+            release.set()
+            assert answered.wait(10), "the summarizer never answered"
+            time.sleep(0.1)  # the late answer is handed back to nobody
+            after_answer = store_dump(store)
+    finally:
+        release.set()
+        kill(contender)
+    assert elapsed < 1.5, f"SummarizerTimeout after {elapsed:.2f} s"
+    start, end = read_log(log)
+    assert end["outcome"] == "ok" and end["seq"] == len(before) + 1
+    assert end["t"] - start["t"] < 1.0, f"append took {end['t'] - start['t']:.2f} s"
+    # A lock held across the call could only be released once the call timed out.
+    (call_started,) = called
+    assert end["t"] < call_started + 0.5, "the append waited for the model call"
+    assert len(fake.calls) == 1
+    assert after_answer == after_timeout
+    wait_backends_gone(store)
+    store_healthy(store)
+    with opened(store) as memory:
+        entries = memory.get_entries("s")
+        stats = memory.get_stats("s")
+        assert memory.get_summaries("s") == []
+    assert [(e.seq, e.message, e.token_count, e.summary_id) for e in entries[:-1]] == before
+    assert str(entries[-1].message.content) == "contender" and not entries[-1].compressed
+    assert stats.summaries == 0 and stats.compressed_entries == 0
+    assert stats.total_tokens == tokens_before + entries[-1].token_count
+
+
+def _schema_objects(store: StoreSpec) -> tuple[list[str], list[str]]:
+    """The tiermem tables of the store (sorted, duplicates kept) and every row of the
+    version table, read with plain SQL."""
     engine = store.engine()
     try:
         with engine.connect() as conn:
             if store.backend == "sqlite":
                 query = sa.text(
-                    "SELECT name, count(*) FROM sqlite_master WHERE type = 'table' "
-                    "AND name LIKE 'tiermem!_%' ESCAPE '!' GROUP BY name"
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name LIKE 'tiermem!_%' ESCAPE '!'"
                 )
-                rows = conn.execute(query).all()
+                tables = sorted(str(name) for name in conn.execute(query).scalars())
             else:
                 query = sa.text(
-                    "SELECT table_name, count(*) FROM information_schema.tables "
-                    "WHERE table_schema = :schema GROUP BY table_name"
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = :schema"
                 )
-                rows = conn.execute(query, {"schema": store.target}).all()
-            version = None
-            if any(name == "tiermem_alembic_version" for name, _ in rows):
-                version = conn.execute(
-                    sa.text("SELECT version_num FROM tiermem_alembic_version")
-                ).all()
+                tables = sorted(
+                    str(name) for name in conn.execute(query, {"schema": store.target}).scalars()
+                )
+            versions: list[str] = []
+            if "tiermem_alembic_version" in tables:
+                versions = [
+                    str(row)
+                    for row in conn.execute(
+                        sa.text("SELECT version_num FROM tiermem_alembic_version")
+                    ).scalars()
+                ]
     finally:
         engine.dispose()
-    counts = {str(name): int(count) for name, count in rows}
-    assert version is None or len(version) == 1
-    return counts
+    return tables, versions
+
+
+def _reference_tables(store: StoreSpec, tmp_path: Path) -> list[str]:
+    """The tables one process makes on a fresh store of the same backend by taking every
+    path of the race in turn (migrations, create_tables, first use)."""
+    if store.backend == "sqlite":
+        reference = StoreSpec("sqlite", str(tmp_path / "reference.db"))
+    else:
+        reference = StoreSpec("postgres", _create_schema())
+    try:
+        upgrade(reference.url)
+        engine = reference.engine()
+        create_tables(engine)
+        engine.dispose()
+        with opened(reference) as memory:
+            memory.list_sessions()
+        tables, versions = _schema_objects(reference)
+    finally:
+        if store.backend == "postgres":
+            _drop_schema(reference.target)
+    assert len(versions) == 1
+    return tables
+
+
+def _head_revision() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(upgrade.__code__.co_filename).parent))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None
+    return head
 
 
 def test_concurrent_first_start(store: StoreSpec, tmp_path: Path) -> None:
     """8 processes start on a fresh store at once: they create the schema (by first use,
-    create_tables and the migrations) with one copy of each table and one version row
-    (T17), then append to one new session id at once: one session row, 8 entries (T18)."""
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
-    from tiermem.migrations import upgrade
-
+    create_tables and the migrations), then append to one new session id at once (T17,
+    T18). Read right after the race, before anything else touches the schema: every
+    expected table exists once, the version table holds exactly one row (Alembic keeps
+    one row per head, so two upgrades that both recorded themselves would leave two) and
+    it names the newest migration; one session row and 8 entries for the new id."""
     hows = ["memory", "create_tables", "upgrade"] * 3
     barrier = CTX.Barrier(WRITERS)
     log = tmp_path / "log.jsonl"
@@ -271,25 +379,28 @@ def test_concurrent_first_start(store: StoreSpec, tmp_path: Path) -> None:
     join_all(workers, 180)
     outcomes = sorted(r["outcome"] for r in read_log(log))
     assert outcomes == ["appended"] * WRITERS + ["ok"] * WRITERS
-    counts = _table_counts(store)
-    assert {"tiermem_session", "tiermem_entry", "tiermem_summary"} <= set(counts)
-    assert set(counts.values()) == {1}
-    upgrade(store.url)  # idempotent on top of whatever won the race
-    config = Config()
-    config.set_main_option("script_location", str(Path(upgrade.__code__.co_filename).parent))
-    head = ScriptDirectory.from_config(config).get_current_head()
+    head = _head_revision()
+    tables, versions = _schema_objects(store)
+    assert versions == [head], f"version rows after the race: {versions}"
+    assert len(tables) == len(set(tables)), f"duplicate tables: {tables}"
+    expected = _reference_tables(store, tmp_path)
+    assert {"tiermem_session", "tiermem_entry", "tiermem_summary"} < set(expected)
+    assert "tiermem_alembic_version" in expected
+    assert tables == expected
     engine = store.engine()
     try:
         with engine.connect() as conn:
-            versions = conn.execute(sa.text("SELECT version_num FROM tiermem_alembic_version"))
-            assert [row[0] for row in versions] == [head]
             rows = conn.execute(
                 sa.select(sa.func.count()).where(session_table.c.session_id == "new-id")
             ).scalar_one()
+            sessions = set(conn.execute(sa.select(session_table.c.session_id)).scalars())
     finally:
         engine.dispose()
     assert rows == 1
+    assert sessions == {"new-id", *(f"s{k}" for k in range(WRITERS) if hows[k] == "memory")}
     store_healthy(store)
     with opened(store, config=NO_AUTO) as memory:
         texts = sorted(str(e.message.content) for e in memory.get_entries("new-id"))
     assert texts == sorted(f"w{k}" for k in range(WRITERS))
+    upgrade(store.url)  # idempotent on top of whatever won the race
+    assert _schema_objects(store) == (tables, [head])
