@@ -380,16 +380,31 @@ class CompressionMixin(OpRunner):
         except SummarizationError:
             return None  # the unmerged summaries stay valid; the failure was signalled
         before = counters["active_tokens"] + counters["summary_tokens"]
-        summary, after = self._commit(
-            session_id,
-            token,
-            self._then_read(
-                window_sink,
-                lambda conn: store.commit_merge(
-                    conn, self._session(conn, session_id), token, children, text, tokens, self.now()
+        try:
+            summary, after = self._commit(
+                session_id,
+                token,
+                self._then_read(
+                    window_sink,
+                    lambda conn: store.commit_merge(
+                        conn,
+                        self._session(conn, session_id),
+                        token,
+                        children,
+                        text,
+                        tokens,
+                        self.now(),
+                    ),
                 ),
-            ),
-        )
+            )
+        except TiermemError as exc:
+            # As when planning or the model fails: the compression before this merge
+            # is committed, so the call must not report a failure; the unmerged
+            # summaries stay valid and the claim was released.
+            if window_sink is not None:
+                window_sink.clear()  # read in the transaction that was rolled back
+            logger.warning("summary merge of %r failed: %s", session_id, exc)
+            return None
         result = _result(session_id, summary, 0, before, after, merged=len(children))
         yield Emit([("compressed", {"session_id": session_id, "result": result})])
         return result, after
