@@ -197,3 +197,46 @@ def test_an_applications_autocommit_connection_stays_outside_a_transaction(
     assert len(memory.get_messages("s")) == 2
     memory.close()
     engine.dispose()
+
+
+def test_a_failed_merge_commit_leaves_the_committed_compression_reported(
+    make_memory: MemoryFactory,
+) -> None:
+    """compress() commits its summary, then merges the summaries when they pass their
+    share; when only the merge's commit fails, the call returns the compression it
+    committed (raising StorageError would tell the caller nothing was written), the
+    summaries stay unmerged and valid, and the claim is released for the next call."""
+    memory = make_memory(
+        config=MemoryConfig(auto_compress=False, max_tokens=120, summary_share=0.025),
+        summarizer=FakeSummarizer(),
+    )
+    for index in range(8):
+        memory.add_user_message("s", f"first part, message {index} with a few words")
+    assert memory.compress("s", force=True, keep=2) is not None
+    for index in range(8):
+        memory.add_user_message("s", f"second part, message {index} with a few words")
+    inserts: list[str] = []
+
+    def fail_merge(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.startswith("INSERT INTO tiermem_summary"):
+            inserts.append(statement)
+            if len(inserts) == 2:  # the first is the compression's own summary
+                raise sa.exc.OperationalError(statement, None, Exception("disk I/O error"))
+
+    sa.event.listen(memory.engine, "before_cursor_execute", fail_merge)
+    try:
+        result = memory.compress("s", force=True, keep=2)
+    finally:
+        sa.event.remove(memory.engine, "before_cursor_execute", fail_merge)
+    assert len(inserts) == 2  # the merge was attempted and failed
+    assert result is not None and result.merged_summaries == 0
+    summaries = memory.get_summaries("s")
+    assert [s.level for s in summaries] == [1, 1]
+    assert result.summary == summaries[-1]
+    assert [e.compressed for e in memory.get_entries("s")] == [True] * 14 + [False] * 2
+    check_invariants(memory.engine)
+    # The claim is gone: the merge goes through now.
+    merged = memory.compress("s", force=True, keep=2)
+    assert merged is not None and merged.merged_summaries == 2
+    assert [s.level for s in memory.get_summaries("s")] == [2]
+    check_invariants(memory.engine)
