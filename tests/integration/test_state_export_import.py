@@ -214,6 +214,20 @@ MALFORMED: dict[str, tuple[Callable[[dict[str, Any]], str], str]] = {
 }
 
 
+def _refusals(memory: ConversationMemory, case: str, payload: str) -> list[ImportValidationError]:
+    """The errors importing ``payload`` raises, as text and as UTF-8 bytes; the test
+    fails if either imports."""
+    errors = []
+    for attempt in (payload, payload.encode("utf-8", "surrogatepass")):
+        try:
+            memory.import_session(attempt)
+        except ImportValidationError as error:
+            errors.append(error)
+        else:
+            pytest.fail(f"{case}: imported without an error")
+    return errors
+
+
 def test_malformed_import_changes_nothing(engine: Engine, memory: ConversationMemory) -> None:
     """Each malformed export raises ImportValidationError with its JSON path; nothing changes."""
     data = _valid(memory)
@@ -221,15 +235,9 @@ def test_malformed_import_changes_nothing(engine: Engine, memory: ConversationMe
     before = canonical_dump(engine)
     with SignalRecorder(memory).recording() as recorder:
         for case, (build, path) in MALFORMED.items():
-            payload = build(json.loads(json.dumps(data)))
-            for attempt in (payload, payload.encode("utf-8", "surrogatepass")):
-                try:
-                    memory.import_session(attempt)
-                except ImportValidationError as error:
-                    assert error.path.startswith(path), f"{case}: {error}"
-                    assert str(error).startswith(error.path), case
-                else:
-                    pytest.fail(f"{case}: imported without an error")
+            for error in _refusals(memory, case, build(json.loads(json.dumps(data)))):
+                assert error.path.startswith(path), f"{case}: {error}"
+                assert str(error).startswith(error.path), case
     assert recorder.events == []
     assert canonical_dump(engine) == before
 
@@ -492,16 +500,10 @@ def test_malformed_summary_structure_changes_nothing(
         for case, (change, path, reason) in SUMMARY_MALFORMED.items():
             broken = copy.deepcopy(data)
             change(broken)
-            payload = json.dumps(broken)
-            for attempt in (payload, payload.encode("utf-8")):
-                try:
-                    memory.import_session(attempt)
-                except ImportValidationError as error:
-                    assert error.path == path, f"{case}: {error}"
-                    assert str(error).startswith(f"{path}: "), f"{case}: {error}"
-                    assert reason in str(error), f"{case}: {error}"
-                else:
-                    pytest.fail(f"{case}: imported without an error")
+            for error in _refusals(memory, case, json.dumps(broken)):
+                assert error.path == path, f"{case}: {error}"
+                assert str(error).startswith(f"{path}: "), f"{case}: {error}"
+                assert reason in str(error), f"{case}: {error}"
     assert recorder.events == []
     assert canonical_dump(engine) == before
 

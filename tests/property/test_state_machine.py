@@ -12,8 +12,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +63,7 @@ from tiermem.testing import FakeSummarizer, ManualClock
 from tiermem.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 from ..conftest import _create_schema, _drop_schema, pg_engine_for, sqlite_engine
+from ..reliability.statement_faults import Fault, injected
 from .strategies import SESSION_IDS, ToolGroupShape, messages, texts, tool_group_shapes
 
 POLICY = TierPolicy()
@@ -238,21 +238,6 @@ def _stand_in(call: ToolCall) -> ToolMessage:
     )
 
 
-@dataclass
-class Fault:
-    """Raise OperationalError on the ``at``-th statement (1-based) run while installed."""
-
-    at: int
-    seen: int = 0
-    fired: bool = False
-
-    def __call__(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        self.seen += 1
-        if self.seen == self.at:
-            self.fired = True
-            raise sa.exc.OperationalError(statement, None, Exception("disk I/O error"))
-
-
 def _expect_injected(fault: Fault, error: StorageError) -> None:
     """A StorageError is only acceptable from the injected fault, with the driver error
     kept as its cause."""
@@ -326,15 +311,9 @@ class MemoryMachine(RuleBasedStateMachine):
                 path.unlink()
             os.rmdir(self.folder)
 
-    @contextmanager
-    def _fault(self, at: int) -> Iterator[Fault]:
+    def _fault(self, at: int) -> AbstractContextManager[Fault]:
         """Fail the ``at``-th statement run on the store's engine inside the block."""
-        fault = Fault(at)
-        sa.event.listen(self.engine, "before_cursor_execute", fault)
-        try:
-            yield fault
-        finally:
-            sa.event.remove(self.engine, "before_cursor_execute", fault)
+        return injected(self.engine, Fault(at))
 
     def _session(self, session_id: str) -> ModelSession:
         if session_id not in self.model:
@@ -571,7 +550,9 @@ class MemoryMachine(RuleBasedStateMachine):
                 assert session is None and not fault.fired
                 return
         assert session is not None
-        self._follow_compress(session, chosen, result, self.outputs[start:], fired=fault.fired)
+        self._follow_compress(
+            session, chosen, result, self.outputs[start:], fired=bool(fault.fired)
+        )
 
     @rule(session_id=SESSION_IDS, mode=st.sampled_from(FAILING_MODES))
     def compress_failing(self, session_id: str, mode: str) -> None:

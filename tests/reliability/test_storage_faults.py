@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from .commit_faults import (
     terminate_backend,
 )
 from .dump import canonical_dump
+from .statement_faults import Fault, injected
 from .workers import tool_group
 
 CONFIG = MemoryConfig(auto_compress=False, recent_window=2, min_entries_to_compress=2)
@@ -123,32 +123,6 @@ def _without_claims(dump: str) -> str:
 
 
 # --------------------------------------------------------------------------- T34
-
-
-@dataclass
-class Fault:
-    """Raise OperationalError on statement ``at`` (1-based), or on every one from it."""
-
-    at: int
-    always: bool
-    seen: int = 0
-    fired: int = 0
-
-    def __call__(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        self.seen += 1
-        if self.seen == self.at or (self.always and self.seen > self.at):
-            self.fired += 1
-            raise sa.exc.OperationalError(statement, None, Exception("disk I/O error"))
-
-
-@contextmanager
-def injected(engine: Engine, fault: Fault) -> Iterator[Fault]:
-    """Install ``fault`` on every statement of ``engine`` for the block."""
-    sa.event.listen(engine, "before_cursor_execute", fault)
-    try:
-        yield fault
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", fault)
 
 
 def _setup(memory: ConversationMemory, clock: ManualClock) -> SessionState:
