@@ -42,6 +42,7 @@ __all__ = [
     "heuristic_summary",
     "normalize_output",
     "select_entries",
+    "summary_prompt",
 ]
 
 #: Anything that can summarize: a chat model, a Runnable, or a callable taking the
@@ -221,6 +222,18 @@ def fit_prompt(
         if over <= 0:
             return prompt
     raise InvalidArgument(f"cannot fit the summary prompt in {limit} tokens")
+
+
+def summary_prompt(
+    lines: Sequence[str], original_tokens: int, config: MemoryConfig, counter: TokenCounter
+) -> str:
+    """The prompt that asks for a summary of ``lines`` (``original_tokens`` in all):
+    ``compression_ratio`` of them as the target length, within
+    ``max_summarizer_input_tokens`` (see :func:`fit_prompt`)."""
+    target = max(int(original_tokens * config.compression_ratio), 16)
+    return fit_prompt(
+        lines, target, counter, config.max_summarizer_input_tokens, config.summary_prompt
+    )
 
 
 def _common_cap(sizes: Sequence[int], budget: int) -> int:

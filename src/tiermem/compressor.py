@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 from . import _failpoints, store
 from ._messages import validate_session_id
 from ._ops import Emit, Op, OpRunner, Summarize
-from .compression import conversation_lines, fit_prompt, heuristic_summary, select_entries
+from .compression import conversation_lines, heuristic_summary, select_entries, summary_prompt
 from .errors import (
     InvalidArgument,
     SessionNotFound,
@@ -419,20 +419,12 @@ class CompressionMixin(OpRunner):
     ) -> Op[tuple[str, int]]:
         """Ask the model (outside any transaction) and validate the answer; on failure
         release the claim, back off, signal ``compression_failed`` and raise."""
-        config = self.config
         try:
             _failpoints.hit("compress.in_llm")
             if self._summarizer is None:
                 text = heuristic()
             else:
-                target = max(int(original_tokens * config.compression_ratio), 16)
-                prompt = fit_prompt(
-                    lines,
-                    target,
-                    self.counter,
-                    config.max_summarizer_input_tokens,
-                    config.summary_prompt,
-                )
+                prompt = summary_prompt(lines, original_tokens, self.config, self.counter)
                 try:
                     text = yield Summarize(prompt)
                 except SummarizationError:

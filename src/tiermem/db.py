@@ -146,6 +146,8 @@ def _sqlite_on_begin(conn: Connection) -> None:
         # An application's own AUTOCOMMIT connection on an engine it passed in: it
         # wants no transaction (VACUUM and WAL checkpoints refuse to run in one).
         # tiermem's own transactions always carry its options, so they still begin.
+        # (_is_autocommit_isolation is SQLAlchemy's own test, per connection or engine;
+        # only connections that are not tiermem's reach it.)
         return
     info = conn.connection.info
     if busy is not None and info.get("tiermem_busy_ms") != busy:

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from . import layer_store
 from ._layer_base import LayerBase, check_count, parse_layer, to_item
 from ._ops import Op, Summarize
-from .compression import fit_prompt, heuristic_summary
+from .compression import heuristic_summary, summary_prompt
 from .errors import InvalidArgument, SummarizationError, SummarizerOutputInvalid
 from .layer_models import LayerCompaction, LayerItem, LayerType
 from .layer_store import NewItem
@@ -162,14 +162,7 @@ class CompactionMixin(LayerBase):
                 f"[{item.created_at:%Y-%m-%d %H:%M}] {item.content[:_PREVIEW_CHARS]}"
                 for item in items
             ]
-            target = max(int(original * config.compression_ratio), 16)
-            prompt = fit_prompt(
-                lines,
-                target,
-                self._memory.counter,
-                config.max_summarizer_input_tokens,
-                config.summary_prompt,
-            )
+            prompt = summary_prompt(lines, original, config, self._memory.counter)
             try:
                 text = yield Summarize(prompt)
             except SummarizationError:

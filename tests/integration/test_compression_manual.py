@@ -20,7 +20,7 @@ from tiermem import (
     is_summary_message,
 )
 from tiermem.compression import heuristic_summary
-from tiermem.errors import SummarizerOutputInvalid
+from tiermem.errors import InvalidArgument, SummarizerOutputInvalid
 from tiermem.rendering import SUMMARY_HEADER
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
@@ -319,3 +319,25 @@ def test_a_summary_carried_forward_cannot_grow_past_the_caps(
     compressed = [e for e in memory.get_entries("s") if e.compressed]
     assert stats.summary_tokens == sum(s.token_count for s in summaries)
     assert stats.summary_tokens < sum(e.token_count for e in compressed)
+
+
+def test_a_cap_the_prompt_alone_fills_is_refused_and_changes_nothing(
+    engine: Engine, make_memory: MemoryFactory
+) -> None:
+    """A max_summarizer_input_tokens smaller than the prompt's own words leaves no room
+    for the conversation: compress() raises InvalidArgument before calling the model,
+    nothing is written (the claim it took is released, so the next call is refused for
+    the same reason, not as CompressionInProgress), and a larger cap then compresses."""
+    fake = FakeSummarizer()
+    memory = make_memory(config=MANUAL.replace(max_summarizer_input_tokens=30), summarizer=fake)
+    for index in range(8):
+        memory.add_user_message("s", f"message {index} with a handful of words")
+    before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+    for _ in range(2):
+        with pytest.raises(InvalidArgument, match="no room for the conversation"):
+            memory.compress("s", force=True)
+    assert fake.calls == []
+    assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+    memory.update_config(max_summarizer_input_tokens=1_000)
+    result = memory.compress("s", force=True)
+    assert result is not None and result.entries_compressed == 4
