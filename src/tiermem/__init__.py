@@ -19,7 +19,7 @@ from .models import (
     SessionInfo,
     SessionStats,
 )
-from .rendering import MISSING_RESULT_MARKER, is_summary_message
+from .rendering import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
 from .state import SessionState
 from .tables import create_tables
 from .tiers import MemoryTier, TierPolicy, calculate_tier
@@ -30,6 +30,7 @@ __version__ = metadata.version("tiermem")
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "MISSING_RESULT_MARKER",
+    "OMITTED_MARKER",
     "CompressionResult",
     "ConversationMemory",
     "Database",

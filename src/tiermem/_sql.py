@@ -56,11 +56,24 @@ SELECT_MESSAGE_WINDOW = sa.union_all(
         M.level.label("k2"),
         M.id.label("ref"),
         M.content.label("body"),
+        M.token_count.label("tokens"),
+        sa.literal_column("0").label("pinned"),
     ).where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None)),
-    sa.select(sa.literal_column("1"), E.seq, sa.literal_column("0"), E.id, E.message).where(
-        E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None)
-    ),
+    sa.select(
+        sa.literal_column("1"),
+        E.seq,
+        sa.literal_column("0"),
+        E.id,
+        E.message,
+        E.token_count,
+        sa.cast(E.pinned, sa.Integer),
+    ).where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None)),
 ).order_by(sa.literal_column("kind"), sa.literal_column("k1"), sa.literal_column("k2"))
+
+#: Tokens of the pinned entries of session :pk.
+SELECT_PINNED_TOKENS = sa.select(sa.func.coalesce(sa.func.sum(E.token_count), 0)).where(
+    E.session_pk == sa.bindparam("pk_"), E.pinned.is_(True)
+)
 
 #: Ids and seqs of the compressed entries :first..:last of session :pk, in seq order.
 SELECT_COVERED = (

@@ -39,10 +39,12 @@ __all__ = [
     "build_prompt",
     "conversation_lines",
     "fit_prompt",
+    "fit_summary",
     "heuristic_summary",
     "normalize_output",
     "select_entries",
     "summary_prompt",
+    "summary_target",
 ]
 
 #: Anything that can summarize: a chat model, a Runnable, or a callable taking the
@@ -230,10 +232,16 @@ def summary_prompt(
     """The prompt that asks for a summary of ``lines`` (``original_tokens`` in all):
     ``compression_ratio`` of them as the target length, within
     ``max_summarizer_input_tokens`` (see :func:`fit_prompt`)."""
-    target = max(int(original_tokens * config.compression_ratio), 16)
+    target = summary_target(original_tokens, config)
     return fit_prompt(
         lines, target, counter, config.max_summarizer_input_tokens, config.summary_prompt
     )
+
+
+def summary_target(original_tokens: int, config: MemoryConfig) -> int:
+    """The length a summary of ``original_tokens`` is asked for:
+    ``compression_ratio`` of them, at least 16 tokens."""
+    return max(int(original_tokens * config.compression_ratio), 16)
 
 
 def _common_cap(sizes: Sequence[int], budget: int) -> int:
@@ -254,26 +262,51 @@ def _is_error(entry: MemoryEntry) -> bool:
     )
 
 
-def heuristic_summary(entries: Sequence[MemoryEntry], summaries: Sequence[str] = ()) -> str:
-    """The seed's fallback summary, used without a model or when configured."""
+def heuristic_summary(
+    entries: Sequence[MemoryEntry], summaries: Sequence[str] = (), *, quote: int = 100
+) -> str:
+    """The seed's fallback summary, used without a model or when configured; it
+    quotes up to ``quote`` characters of the first and last user message (1.5 times
+    that of the first and last summary when merging)."""
     users = [render_text(e.message) for e in entries if e.role == "user"]
     tools = sorted({e.message.name or "tool" for e in entries if e.type is EntryType.TOOL_RESULT})
     errors = sum(1 for e in entries if _is_error(e))
     if summaries:
         # Merging summaries: keep the start of the oldest and of the newest.
+        long = quote * 3 // 2
         return (
             f"[Previous conversation summary] {len(summaries)} earlier summaries, "
-            f"First: {summaries[0][:150]}, Last: {summaries[-1][:150]}"
+            f"First: {summaries[0][:long]}, Last: {summaries[-1][:long]}"
         )
     parts = [f"[Previous conversation summary] {len(users)} user messages"]
     if users:
-        parts.append(f"First: {users[0][:100]}")
-        parts.append(f"Last: {users[-1][:100]}")
+        parts.append(f"First: {users[0][:quote]}")
+        parts.append(f"Last: {users[-1][:quote]}")
     if tools:
         parts.append(f"Tools used: {', '.join(tools)}")
     if errors:
         parts.append(f"{errors} errors encountered")
     return ", ".join(parts)
+
+
+#: Quote lengths tried, longest first, until a heuristic summary fits its target.
+_QUOTES = (100, 60, 30, 10, 0)
+
+
+def fit_summary(
+    make: Callable[[int], str], original_tokens: int, config: MemoryConfig, counter: TokenCounter
+) -> str:
+    """A heuristic summary (``make(quote)``, see :func:`heuristic_summary`) within its
+    target length and always shorter than the ``original_tokens`` it replaces, so it
+    fits at any budget: shorter quotes first, then the text is cut."""
+    limit = min(summary_target(original_tokens, config), original_tokens - 1)
+    text = ""
+    for quote in _QUOTES:
+        text = make(quote)
+        if counter.count_text(text) <= limit:
+            return text
+    # Nothing is shorter than one token: then validation refuses the summary.
+    return counter.truncate(text, limit) if limit >= 1 else text
 
 
 # --------------------------------------------------------------------------- output

@@ -27,7 +27,13 @@ from sqlalchemy.engine import Connection
 from . import _failpoints, store
 from ._messages import validate_session_id
 from ._ops import Emit, Op, OpRunner, Summarize
-from .compression import conversation_lines, heuristic_summary, select_entries, summary_prompt
+from .compression import (
+    conversation_lines,
+    fit_summary,
+    heuristic_summary,
+    select_entries,
+    summary_prompt,
+)
 from .errors import (
     InvalidArgument,
     SessionNotFound,
@@ -326,7 +332,7 @@ class CompressionMixin(OpRunner):
             token,
             conversation_lines(taken),
             original,
-            lambda: heuristic_summary(taken),
+            lambda quote: heuristic_summary(taken, quote=quote),
         )
         summary, counters = self._commit(
             session_id,
@@ -375,7 +381,7 @@ class CompressionMixin(OpRunner):
                 token,
                 conversation_lines([], texts),
                 original,
-                lambda: heuristic_summary([], texts),
+                lambda quote: heuristic_summary([], texts, quote=quote),
             )
         except SummarizationError:
             return None  # the unmerged summaries stay valid; the failure was signalled
@@ -415,14 +421,14 @@ class CompressionMixin(OpRunner):
         token: str,
         lines: Sequence[str],
         original_tokens: int,
-        heuristic: Callable[[], str],
+        heuristic: Callable[[int], str],
     ) -> Op[tuple[str, int]]:
         """Ask the model (outside any transaction) and validate the answer; on failure
         release the claim, back off, signal ``compression_failed`` and raise."""
         try:
             _failpoints.hit("compress.in_llm")
             if self._summarizer is None:
-                text = heuristic()
+                text = fit_summary(heuristic, original_tokens, self.config, self.counter)
             else:
                 prompt = summary_prompt(lines, original_tokens, self.config, self.counter)
                 try:
@@ -430,7 +436,7 @@ class CompressionMixin(OpRunner):
                 except SummarizationError:
                     if not self.config.heuristic_fallback:
                         raise
-                    text = heuristic()
+                    text = fit_summary(heuristic, original_tokens, self.config, self.counter)
             tokens = self.counter.count_text(text)
             if tokens >= original_tokens:
                 raise SummarizerOutputInvalid(

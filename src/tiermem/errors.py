@@ -9,6 +9,7 @@ wrapped and kept as ``__cause__``::
         x InvalidContent
         x EntryTooLarge
         x ImportValidationError
+        x BudgetExceeded
       x SessionNotFound (also KeyError)
       x StorageError
         x StorageBusy
@@ -27,6 +28,7 @@ wrapped and kept as ``__cause__``::
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceeded",
     "CompressionConflict",
     "CompressionInProgress",
     "EntryTooLarge",
@@ -82,6 +84,12 @@ class ImportValidationError(InvalidArgument):
     def __init__(self, message: str, *, path: str = "$") -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
+
+
+class BudgetExceeded(InvalidArgument):
+    """Pinned context alone would take more than ``MemoryConfig.max_tokens``: it is
+    never left out of a context, so it must fit. Raised by the write that pins it
+    (nothing is written) and by reads under a budget lowered since."""
 
 
 class SessionNotFound(TiermemError, KeyError):

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from . import layer_store
 from ._layer_base import LayerBase, check_count, parse_layer, to_item
 from ._ops import Op, Summarize
-from .compression import heuristic_summary, summary_prompt
+from .compression import fit_summary, heuristic_summary, summary_prompt
 from .errors import InvalidArgument, SummarizationError, SummarizerOutputInvalid
 from .layer_models import LayerCompaction, LayerItem, LayerType
 from .layer_store import NewItem
@@ -155,8 +155,15 @@ class CompactionMixin(LayerBase):
         config = self._memory.config
         original = sum(item.token_count for item in items)
         texts = [item.content for item in items]
+        counter = self._memory.counter
+
+        def heuristic() -> str:
+            return fit_summary(
+                lambda quote: heuristic_summary([], texts, quote=quote), original, config, counter
+            )
+
         if self._memory._summarizer is None:
-            text = heuristic_summary([], texts)
+            text = heuristic()
         else:
             lines = [
                 f"[{item.created_at:%Y-%m-%d %H:%M}] {item.content[:_PREVIEW_CHARS]}"
@@ -168,7 +175,7 @@ class CompactionMixin(LayerBase):
             except SummarizationError:
                 if not config.heuristic_fallback:
                     raise
-                text = heuristic_summary([], texts)
+                text = heuristic()
         text = text.replace("\x00", "")  # a model's NUL cannot be stored on PostgreSQL
         tokens = self._memory.counter.count_text(text)
         if tokens >= original:

@@ -35,6 +35,7 @@ from .compression import Summarizer, SummarizerLike
 from .compressor import CompressionMixin, Planned
 from .db import Database, utc_now
 from .errors import (
+    BudgetExceeded,
     InvalidArgument,
     InvalidContent,
     SessionNotFound,
@@ -46,7 +47,7 @@ from .models import (
     MemoryEntry,
 )
 from .reading import MessageWindow, ReadingMixin
-from .rendering import SUMMARY_HEADER, render_messages
+from .rendering import SUMMARY_HEADER
 from .state import SessionState, export_state, import_state
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 
@@ -281,6 +282,8 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
                 raise SessionNotFound(session_id)
             woken = store.activate(conn, reserved)
             entries, counters = store.append(conn, reserved, todo, now)
+            if any(entry.pinned for entry in todo):
+                self._check_pinned(store.pinned_tokens(conn, reserved["pk"]))
             planned = None
             if self._compression_due(counters, now):
                 # The row is locked already: plan the compression (pick the entries,
@@ -300,6 +303,14 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         if read is None and sink:
             read = sink[0]
         return entries, read
+
+    def _check_pinned(self, tokens: int) -> None:
+        """Pinned context is never left out of a context, so it must fit the budget."""
+        if tokens > self.config.max_tokens:
+            raise BudgetExceeded(
+                f"pinned context would take {tokens} tokens, more than "
+                f"max_tokens={self.config.max_tokens}; pin less or raise max_tokens"
+            )
 
     def add_message(
         self,
@@ -353,14 +364,14 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         Returns:
             The context the model gets next, exactly as ``get_messages`` returns it.
         """
-        return render_messages(*self._run(self._op_turn(session_id, list(messages), skip_existing)))
+        return self._render(self._run(self._op_turn(session_id, list(messages), skip_existing)))
 
     async def aadd_and_get_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[BaseMessage]:
         """Async :meth:`add_and_get_messages`."""
         op = self._op_turn(session_id, list(messages), skip_existing)
-        return render_messages(*await self._arun(op))
+        return self._render(await self._arun(op))
 
     def _op_turn(
         self, session_id: str, messages: list[BaseMessage], skip_existing: bool
@@ -475,7 +486,12 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         self, session_id: str, content: str, source: str, pinned: bool = False
     ) -> MemoryEntry:
         """Store context (a system message from ``source``); pinned context is
-        never compressed."""
+        never compressed nor left out of a context.
+
+        Raises:
+            BudgetExceeded: pinned, it would make the session's pinned context
+                larger than ``max_tokens`` (nothing is written).
+        """
         message = SystemMessage(content=_text(content), additional_kwargs={"source": source})
         return self._run(self._op_append(session_id, [self._context(message, pinned, source)]))[0]
 

@@ -72,23 +72,42 @@ class ReadingMixin(OpRunner):
         empty: MessageWindow = ([], [])
         return (yield from self._op_read(session_id, self._read_message_window, empty))
 
+    def _render(self, window: MessageWindow) -> list[BaseMessage]:
+        """``window`` as the context a model gets, within ``max_tokens``."""
+        return render_messages(*window, max_tokens=self.config.max_tokens, counter=self.counter)
+
+    def _render_text(self, window: Window) -> str:
+        """``window`` as the text context, within ``max_tokens``."""
+        return context_text(*window, max_tokens=self.config.max_tokens, counter=self.counter)
+
     def get_messages(self, session_id: str) -> list[BaseMessage]:
         """The context for a model: the summaries as one system message, then
-        the active entries in order, each tool call followed by its results."""
-        return render_messages(*self._run(self._op_message_window(session_id)))
+        the active entries in order, each tool call followed by its results.
+
+        It never holds more than ``max_tokens`` (by :meth:`TokenCounter.count_messages`):
+        when compression is behind, the oldest unpinned active entries that do not
+        fit are left out of it (they stay stored, active and searchable) and the
+        first system message says how many (see :mod:`tiermem.budget`).
+
+        Raises:
+            BudgetExceeded: pinned context alone is over ``max_tokens`` (lowered
+                since it was pinned).
+        """
+        return self._render(self._run(self._op_message_window(session_id)))
 
     async def aget_messages(self, session_id: str) -> list[BaseMessage]:
         """Async :meth:`get_messages`."""
-        return render_messages(*await self._arun(self._op_message_window(session_id)))
+        return self._render(await self._arun(self._op_message_window(session_id)))
 
     def get_context_for_llm(self, session_id: str) -> str:
         """The context as text: "=== Previous Conversation Summaries ===" with
-        time ranges, then "=== Recent Conversation ==="."""
-        return context_text(*self._run(self._op_window(session_id)))
+        time ranges, then "=== Recent Conversation ===", within ``max_tokens`` by
+        :meth:`TokenCounter.count_text` (cut as :meth:`get_messages` is)."""
+        return self._render_text(self._run(self._op_window(session_id)))
 
     async def aget_context_for_llm(self, session_id: str) -> str:
         """Async :meth:`get_context_for_llm`."""
-        return context_text(*await self._arun(self._op_window(session_id)))
+        return self._render_text(await self._arun(self._op_window(session_id)))
 
     @staticmethod
     def _active(conn: Connection, session: store.SessionRow) -> list[MemoryEntry]:

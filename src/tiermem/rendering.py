@@ -9,12 +9,27 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from langchain_core.messages.tool import ToolCall
 
 from ._messages import SUMMARY_MARKER, render_text, tool_call_ids
+from .budget import (
+    OMITTED_MARKER,
+    Fitted,
+    WindowEntry,
+    fit_units,
+    group_units,
+    head_message,
+    head_tokens,
+    head_upper_bound,
+    omitted_note,
+    system_head,
+)
 from .models import MemoryEntry, MemorySummary
+from .tokens import TokenCounter
 
 __all__ = [
     "MISSING_RESULT_MARKER",
+    "OMITTED_MARKER",
     "SUMMARY_HEADER",
     "SummaryText",
+    "WindowEntry",
     "context_text",
     "is_summary_message",
     "render_messages",
@@ -28,6 +43,7 @@ class SummaryText(NamedTuple):
 
     id: int
     content: str
+    token_count: int
 
 
 def is_summary_message(message: BaseMessage) -> bool:
@@ -38,12 +54,7 @@ def is_summary_message(message: BaseMessage) -> bool:
 def summary_message(summaries: Sequence[MemorySummary | SummaryText]) -> SystemMessage:
     """One system message holding every top-level summary, oldest first."""
     ids = [summary.id for summary in summaries]
-    body = "\n\n".join(summary.content for summary in summaries)
-    return SystemMessage(
-        content=f"{SUMMARY_HEADER}\n{body}",
-        id=f"tiermem-summary-{ids[-1]}",
-        additional_kwargs={SUMMARY_MARKER: ids},
-    )
+    return system_head(ids, _summary_body([summary.content for summary in summaries]))
 
 
 #: ``additional_kwargs`` key marking a stand-in result (see :func:`provider_order`).
@@ -114,25 +125,124 @@ def provider_order(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 
 def render_messages(
-    summaries: Sequence[MemorySummary | SummaryText], messages: Sequence[BaseMessage]
+    summaries: Sequence[MemorySummary | SummaryText],
+    entries: Sequence[WindowEntry],
+    *,
+    max_tokens: int | None = None,
+    counter: TokenCounter | None = None,
 ) -> list[BaseMessage]:
-    """The summary message (if any) followed by the active messages, provider-valid."""
-    head: list[BaseMessage] = [summary_message(summaries)] if summaries else []
-    return head + provider_order(messages)
+    """The summary message (if any) followed by the active messages, provider-valid;
+    with ``max_tokens`` (and ``counter``), cut to fit it (see :mod:`tiermem.budget`).
+
+    Raises:
+        BudgetExceeded: when pinned context alone does not fit ``max_tokens``.
+    """
+    ordered = provider_order([entry.message for entry in entries])
+    ids = [summary.id for summary in summaries]
+    texts = [summary.content for summary in summaries]
+    if max_tokens is None or counter is None:
+        return ([summary_message(summaries)] if summaries else []) + ordered
+    count = counter
+    stored = {id(entry.message): entry for entry in entries}
+    units = group_units(ordered)
+
+    def cost(message: BaseMessage) -> int:
+        entry = stored.get(id(message))  # stand-in results are not stored: count them
+        return entry.tokens if entry is not None else count.count_message(message)
+
+    unit_costs = [sum(cost(ordered[i]) for i in unit) for unit in units]
+    pinned = [
+        any(stored[id(ordered[i])].pinned for i in unit if id(ordered[i]) in stored)
+        for unit in units
+    ]
+
+    def head(choice: Fitted) -> SystemMessage | None:
+        kept = choice.summaries
+        body = _summary_body(texts[len(ids) - kept :]) if kept else None
+        return head_message(
+            ids[len(ids) - kept :], body, choice.omitted_messages, choice.omitted_summaries
+        )
+
+    def total(choice: Fitted) -> int:
+        first = head(choice)
+        tokens = head_tokens(count, first) if first is not None else 0
+        return tokens + sum(unit_costs[index] for index in choice.units)
+
+    bound = head_upper_bound(count, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
+    if bound + sum(unit_costs) <= max_tokens:  # the usual case: nothing to count
+        return ([summary_message(summaries)] if summaries else []) + ordered
+    choice = fit_units(
+        unit_costs, [len(unit) for unit in units], pinned, len(ids), max_tokens, total
+    )
+    first = head(choice)
+    kept_messages = [ordered[i] for index in choice.units for i in units[index]]
+    return ([first] if first is not None else []) + kept_messages
 
 
-def context_text(summaries: Sequence[MemorySummary], entries: Sequence[MemoryEntry]) -> str:
-    """The seed's plain-text context: summaries with time ranges, then recent entries."""
+def _summary_body(texts: Sequence[str]) -> str:
+    return f"{SUMMARY_HEADER}\n" + "\n\n".join(texts)
+
+
+def context_text(
+    summaries: Sequence[MemorySummary],
+    entries: Sequence[MemoryEntry],
+    *,
+    max_tokens: int | None = None,
+    counter: TokenCounter | None = None,
+) -> str:
+    """The seed's plain-text context: summaries with time ranges, then recent entries;
+    with ``max_tokens`` (and ``counter``), cut to fit it as counted by
+    :meth:`TokenCounter.count_text` (see :mod:`tiermem.budget`)."""
+    summary_lines = [_summary_line(summary) for summary in summaries]
+    entry_lines = [_entry_line(entry) for entry in entries]
+    whole = _context(summary_lines, entry_lines, [])
+    if max_tokens is None or counter is None or counter.count_text(whole) <= max_tokens:
+        return whole
+    units = group_units([entry.message for entry in entries])
+    # Line costs are only an estimate for the choice (a newline may merge with its
+    # neighbours); the exact count of the whole text decides.
+    unit_costs = [sum(counter.count_text(entry_lines[i]) + 1 for i in unit) for unit in units]
+    pinned = [any(entries[i].pinned for i in unit) for unit in units]
+    count = len(summary_lines)
+
+    def render(choice: Fitted) -> str:
+        note = (
+            [omitted_note(choice.omitted_messages, choice.omitted_summaries)]
+            if choice.omitted_messages or choice.omitted_summaries
+            else []
+        )
+        kept = [entry_lines[i] for index in choice.units for i in units[index]]
+        return _context(summary_lines[len(summary_lines) - choice.summaries :], kept, note)
+
+    choice = fit_units(
+        unit_costs,
+        [len(unit) for unit in units],
+        pinned,
+        count,
+        max_tokens,
+        lambda choice: counter.count_text(render(choice)),
+    )
+    return render(choice)
+
+
+def _summary_line(summary: MemorySummary) -> str:
+    start, end = (moment.strftime("%Y-%m-%d %H:%M") for moment in summary.time_range)
+    return f"[{start} - {end}] {summary.content}"
+
+
+def _entry_line(entry: MemoryEntry) -> str:
+    label = entry.role if not entry.message.name else f"{entry.role} ({entry.message.name})"
+    return f"{label}: {render_text(entry.message)}"
+
+
+def _context(summary_lines: Sequence[str], entry_lines: Sequence[str], note: Sequence[str]) -> str:
     parts: list[str] = []
-    if summaries:
+    if summary_lines:
         parts.append("=== Previous Conversation Summaries ===")
-        for summary in summaries:
-            start, end = (moment.strftime("%Y-%m-%d %H:%M") for moment in summary.time_range)
-            parts.append(f"[{start} - {end}] {summary.content}")
+        parts.extend(summary_lines)
         parts.append("")
-    if entries:
+    parts.extend(note)
+    if entry_lines:
         parts.append("=== Recent Conversation ===")
-        for entry in entries:
-            label = entry.role if not entry.message.name else f"{entry.role} ({entry.message.name})"
-            parts.append(f"{label}: {render_text(entry.message)}")
+        parts.extend(entry_lines)
     return "\n".join(parts)

@@ -31,7 +31,7 @@ from .errors import (
     SessionNotFound,
 )
 from .models import EntryType, MemoryEntry, MemorySummary, SessionInfo, SessionStats
-from .rendering import SummaryText
+from .rendering import SummaryText, WindowEntry
 from .tables import entry_table, session_table, summary_table
 from .tiers import MemoryTier
 
@@ -296,6 +296,12 @@ def append(
     return stored, counters
 
 
+def pinned_tokens(conn: Connection, session_pk: int) -> int:
+    """Tokens of the pinned context of a session (pinned entries stay active)."""
+    rows = _driver.fetch_rows(conn, _sql.SELECT_PINNED_TOKENS, {"pk_": session_pk})
+    return int(rows[0][0] or 0)
+
+
 def _insert_entries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
     """Insert entry rows (all with the same columns); their ids in order."""
     if conn.dialect.name != "sqlite":  # one multi-row INSERT ... RETURNING
@@ -397,21 +403,21 @@ def read_entries(
 
 
 #: What ``get_messages`` renders: the top-level summaries and the active messages.
-MessageWindow = tuple[list[SummaryText], list[BaseMessage]]
+MessageWindow = tuple[list[SummaryText], list[WindowEntry]]
 
 
 def read_message_window(conn: Connection, session: Mapping[Any, Any]) -> MessageWindow:
     """The top-level summaries (ids and texts) and the messages of the active entries:
     everything ``get_messages`` shows, in one statement that parses nothing else."""
     summaries: list[SummaryText] = []
-    messages: list[BaseMessage] = []
-    for kind, _k1, _k2, ref, body in _driver.fetch_rows(
+    messages: list[WindowEntry] = []
+    for kind, _k1, _k2, ref, body, tokens, pinned in _driver.fetch_rows(
         conn, _sql.SELECT_MESSAGE_WINDOW, {"pk_": session["pk"]}
     ):
         if kind == 0:
-            summaries.append(SummaryText(ref, load_text(body)))
+            summaries.append(SummaryText(ref, load_text(body), tokens))
         else:
-            messages.append(deserialize(body))
+            messages.append(WindowEntry(deserialize(body), tokens, bool(pinned)))
     return summaries, messages
 
 

@@ -9,11 +9,17 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem.errors import SessionNotFound, SummarizationError
+from tiermem.errors import BudgetExceeded, SessionNotFound, SummarizationError
 from tiermem.invariants import provider_shape_problems
 from tiermem.testing import check_invariants
 
@@ -64,11 +70,24 @@ class Conversation:
     def add(self, message: BaseMessage, *, pinned: bool = False) -> None:
         """Store one message (pinned context through add_context)."""
         if pinned:
-            entry = self.memory.add_context(self.sid, str(message.content), "rules", pinned=True)
+            try:
+                entry = self.memory.add_context(
+                    self.sid, str(message.content), "rules", pinned=True
+                )
+            except BudgetExceeded:
+                # Refused, and nothing written (check_storage): pins must fit max_tokens.
+                pin = SystemMessage(str(message.content), additional_kwargs={"source": "rules"})
+                tokens = self.memory.counter.count_message(pin)
+                assert self.pinned_tokens() + tokens > self.memory.config.max_tokens
+                return
             self.pins += 1
         else:
             entry = self.memory.add_message(self.sid, message)
         self.added.append(entry.message)
+
+    def pinned_tokens(self) -> int:
+        """Tokens of the pinned context stored so far."""
+        return sum(e.token_count for e in self.memory.get_active_entries(self.sid) if e.pinned)
 
     def play(self, step: Step) -> None:
         """Apply one generated step."""

@@ -7,6 +7,7 @@ import tiermem
 EXPECTED = [
     "DEFAULT_SUMMARY_PROMPT",
     "MISSING_RESULT_MARKER",
+    "OMITTED_MARKER",
     "CompressionResult",
     "ConversationMemory",
     "Database",

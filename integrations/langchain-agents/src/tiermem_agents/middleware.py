@@ -81,7 +81,9 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     compresses the older entries, and the state becomes tiermem's summary message
     followed by the kept messages. A tool call is never split from its results, the
     originals stay searchable (see :func:`tiermem_agents.recall_tool`), and when the
-    summarizer fails the turn goes on uncompressed (tiermem sends
+    summarizer fails the turn goes on with tiermem's context, which still fits the
+    memory's ``max_tokens``: the oldest messages that do not fit are left out of it
+    (stored, compressed later) and its first message says how many (tiermem sends
     ``compression_failed``).
 
     Example:
@@ -239,8 +241,9 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             self.memory.compress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
-            logger.warning("tiermem compression failed; the turn goes on uncompressed: %s", exc)
-            return None
+            # The context tiermem renders still fits max_tokens: it leaves out the
+            # oldest messages (stored, compressed later) instead of summarizing them.
+            logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
         return self._replacement(messages, self.memory.get_messages(session_id))
 
     async def abefore_model(
@@ -264,8 +267,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             await self.memory.acompress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
-            logger.warning("tiermem compression failed; the turn goes on uncompressed: %s", exc)
-            return None
+            logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
         return self._replacement(messages, await self.memory.aget_messages(session_id))
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:

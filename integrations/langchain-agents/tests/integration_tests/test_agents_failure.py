@@ -82,3 +82,30 @@ async def test_async_turns_complete_when_summarizer_raises(
         assert result["messages"][-1].content == f"Answer {turn}: done."
     assert errors
     assert (await failing_memory.aget_stats("failing")).active_entries == len(result["messages"])
+
+
+@pytest.mark.parametrize("mode", ["raise", "empty"])
+def test_the_model_never_gets_more_than_max_tokens_when_compression_fails(
+    memory_url: str, lookup_tool: BaseTool, mode: str
+) -> None:
+    """With a summarizer that fails, every request the agent's model receives still fits
+    the memory's max_tokens and stays provider-valid; every message stays stored and
+    active."""
+    config = MemoryConfig(max_tokens=300, max_entries=100_000, auto_compress=False)
+    model = ToolCallingFakeModel(messages=tool_turns(8))
+    summarizer = FakeSummarizer(mode=mode)
+    with ConversationMemory(url=memory_url, config=config, summarizer=summarizer) as memory:
+        middleware = TieredMemoryMiddleware(memory, keep=("messages", 2))
+        agent = create_agent(
+            model, [lookup_tool], middleware=[middleware], checkpointer=InMemorySaver()
+        )
+        for turn in range(8):
+            agent.invoke({"messages": [HumanMessage(f"q{turn} " * 20, id=f"h{turn}")]}, CONFIG)
+        assert len(model.requests) == 16
+        for request in model.requests:
+            assert memory.counter.count_messages(request) <= 300
+            assert_provider_valid(request)
+        assert is_summary_message(model.requests[-1][0])  # the head says what was left out
+        stats = memory.get_stats("failing")
+        assert stats.summaries == 0 and stats.active_entries == stats.total_entries
+        assert stats.total_tokens > 3 * 300

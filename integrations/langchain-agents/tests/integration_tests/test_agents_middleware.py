@@ -38,7 +38,8 @@ def _drive(
     """Run ``turns`` scripted turns, checking the state after each one.
 
     With ``check_sync`` the state must equal tiermem's context after every turn,
-    which holds when only the middleware compresses (``auto_compress=False``).
+    which holds when only the middleware compresses (``auto_compress=False``) and
+    the session stays within ``max_tokens``.
     """
     model = ToolCallingFakeModel(messages=tool_turns(turns))
     agent = create_agent(
@@ -99,7 +100,10 @@ def test_token_trigger_bounds_what_the_model_is_sent(
     config = MemoryConfig(max_tokens=500, summary_share=0.3, auto_compress=False)
     with ConversationMemory(url=memory_url, config=config, summarizer=FakeSummarizer()) as memory:
         middleware = TieredMemoryMiddleware(memory, trigger=("tokens", 500), keep=("tokens", 150))
-        model = _drive(memory, lookup_tool, 30, middleware)
+        # A turn's last answer may take the state past 500 tokens until the next
+        # model call compresses; tiermem's context is cut to the budget meanwhile,
+        # so it need not equal the state between turns.
+        model = _drive(memory, lookup_tool, 30, middleware, check_sync=False)
         sizes = [memory.counter.count_messages(request) for request in model.requests]
         assert max(sizes) < 500
         stats = memory.get_stats("thread-1")

@@ -115,3 +115,29 @@ async def test_async_twins(mem: ConversationMemory) -> None:
     assert await memory.aload_memory_variables({}) == {"history": "Human: a\nAI: b"}
     await memory.aclear()
     assert await memory.aload_memory_variables({}) == {"history": ""}
+
+
+@pytest.mark.parametrize("return_messages", [True, False])
+def test_loads_within_max_tokens_when_the_summarizer_fails(
+    tmp_path: Path, return_messages: bool
+) -> None:
+    """A chain's history stays within the memory's max_tokens, as messages or as
+    text, when every compression fails; every exchange stays stored."""
+    config = MemoryConfig(max_tokens=150, recent_window=4, min_entries_to_compress=4)
+    url = f"sqlite:///{tmp_path}/classic.db"
+    summarizer = FakeSummarizer(mode="raise")
+    with ConversationMemory(url=url, config=config, summarizer=summarizer) as mem:
+        memory = TieredConversationMemory(
+            memory=mem, session_id="s", return_messages=return_messages
+        )
+        for turn in range(40):
+            memory.save_context(
+                {"input": f"question {turn}: when does order {turn} ship?"},
+                {"response": f"Order {turn} ships within two days of payment."},
+            )
+            history = memory.load_memory_variables({})["history"]
+            if return_messages:
+                assert mem.counter.count_messages(history) <= 150
+            else:
+                assert mem.counter.count_text(history) <= 150
+        assert mem.get_stats("s").total_entries == 80
