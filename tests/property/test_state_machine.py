@@ -43,15 +43,18 @@ from sqlalchemy.engine import Engine
 
 from tiermem import (
     MISSING_RESULT_MARKER,
+    OMITTED_MARKER,
     CompressionResult,
     ConversationMemory,
     MemoryConfig,
     TierPolicy,
     calculate_tier,
     fts,
+    is_summary_message,
 )
 from tiermem._messages import render_text
 from tiermem.errors import (
+    BudgetExceeded,
     InvalidContent,
     SessionNotFound,
     StorageError,
@@ -340,6 +343,12 @@ class MemoryMachine(RuleBasedStateMachine):
                 self.memory.add_messages(session_id, batch)
             return
         if pinned:
+            model = self.model.get(session_id)
+            held = sum(e.tokens for e in model.entries if e.pinned) if model else 0
+            if held + COUNTER.count_message(batch[0]) > self.memory.config.max_tokens:
+                with pytest.raises(BudgetExceeded):  # pinned context must fit the budget
+                    self.memory.add_context(session_id, str(batch[0].content), "rule", True)
+                return
             stored = [self.memory.add_context(session_id, str(batch[0].content), "rule", True)]
         else:
             stored = self.memory.add_messages(session_id, batch)
@@ -586,11 +595,27 @@ class MemoryMachine(RuleBasedStateMachine):
         session = self.model[session_id]
         session.touch(self.clock())
         top = session.top()
-        body = got[1:] if top else got
-        if top:
-            assert isinstance(got[0], SystemMessage)
-            assert all(session.summaries[i].content in str(got[0].content) for i in top)
-        assert [_normal(m) for m in body] == [_normal(m) for m in session.rendered()]
+        head = got[0] if got and is_summary_message(got[0]) else None
+        body = got[1:] if head is not None else got
+        rendered = session.rendered()
+        assert COUNTER.count_messages(got) <= self.memory.config.max_tokens
+        if head is None or OMITTED_MARKER not in head.additional_kwargs:
+            if top:
+                assert isinstance(head, SystemMessage)
+                assert all(session.summaries[i].content in str(head.content) for i in top)
+            assert [_normal(m) for m in body] == [_normal(m) for m in rendered]
+        else:  # over the budget: the oldest unpinned units were left out, and counted
+            shown = [i for i in top if session.summaries[i].content in str(head.content)]
+            assert shown == top[len(top) - len(shown) :]
+            pinned = {id(e.message) for e in session.entries if e.pinned and e.summary is None}
+            kept = [
+                [m for i, m in enumerate(rendered) if id(m) in pinned or i >= cut]
+                for cut in range(len(rendered) + 1)
+            ]
+            normal = [_normal(m) for m in body]
+            matches = [k for k in kept if [_normal(m) for m in k] == normal]
+            assert matches, "the context is not the newest part of the conversation"
+            assert head.additional_kwargs[OMITTED_MARKER] == len(rendered) - len(matches[0])
         for provider in ("openai", "anthropic"):
             assert provider_shape_problems(got, provider, pending=session.pending) == []
 
