@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -124,20 +126,31 @@ def serialize_metadata(metadata: Mapping[str, Any]) -> str:
 
 _CACHED_CHARS = 64_000
 _CACHE_SIZE = 8192
-#: Parsed messages by stored JSON text, oldest first (stored messages never change).
+#: The parse cache keeps at most this many characters of stored JSON in all (the
+#: messages parsed from them take about as much again), evicting the least recently
+#: used first. Adjustable at run time; it applies from the next insertion.
+CACHE_MAX_CHARS = 32 * 2**20
+#: Parsed messages by stored JSON text, least recently used first (stored messages
+#: never change). Hits read it without a lock; insertions, evictions and clearing
+#: take ``_cache_lock``, which keeps ``_cache_chars`` exact.
 _CACHE: OrderedDict[str, BaseMessage] = OrderedDict()
+_cache_lock = threading.Lock()
+_cache_chars = 0
 #: Message classes :func:`remember` may take as they are: parsing their JSON builds
 #: the same class from the same field values.
 _PLAIN_TYPES = (HumanMessage, AIMessage, SystemMessage)
 
 
 def _keep(text: str, message: BaseMessage) -> None:
-    _CACHE[text] = message
-    if len(_CACHE) > _CACHE_SIZE:
-        try:
-            _CACHE.popitem(last=False)
-        except KeyError:  # another thread emptied it first
-            pass
+    global _cache_chars
+    with _cache_lock:
+        if text in _CACHE:  # another thread parsed it first
+            return
+        _CACHE[text] = message
+        _cache_chars += len(text)
+        while len(_CACHE) > _CACHE_SIZE or _cache_chars > CACHE_MAX_CHARS:
+            oldest, _ = _CACHE.popitem(last=False)
+            _cache_chars -= len(oldest)
 
 
 def _parse(text: str) -> BaseMessage:
@@ -145,7 +158,32 @@ def _parse(text: str) -> BaseMessage:
     if message is None:
         message = messages_from_dict([json.loads(text)])[0]
         _keep(text, message)
+    else:
+        try:
+            _CACHE.move_to_end(text)
+        except KeyError:  # evicted by another thread since
+            pass
     return message
+
+
+def clear_cache() -> None:
+    """Release every parsed message the cache holds (``ConversationMemory.close``)."""
+    global _cache_chars
+    with _cache_lock:
+        _CACHE.clear()
+        _cache_chars = 0
+
+
+def _reset_after_fork() -> None:
+    """A forked child starts with an empty cache and its own lock (a thread of the
+    parent may have held it at the fork)."""
+    global _cache_lock, _cache_chars
+    _cache_lock = threading.Lock()
+    _CACHE.clear()
+    _cache_chars = 0
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _plain(message: BaseMessage) -> bool:

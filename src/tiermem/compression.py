@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import queue
 import re
 import threading
@@ -362,24 +363,7 @@ class Summarizer:
             except Exception as exc:  # typed like the timed path: SummarizerFailed
                 raise _wrap(exc) from exc
             return normalize_output(raw)
-        box: list[Any] = []
-        # A bare lock, held until the answer is in: waking on it costs less than on
-        # an Event (a Condition written in Python).
-        done = threading.Lock()
-        done.acquire()
-
-        def run() -> None:
-            try:
-                box.append(("ok", self._call(prompt)))
-            except BaseException as exc:  # handed back to the caller's thread
-                box.append(("error", exc))
-            done.release()
-
-        _WORKERS.submit(run)
-        # A lock wait longer than TIMEOUT_MAX (an infinite timeout, say) overflows.
-        if not done.acquire(timeout=min(timeout, threading.TIMEOUT_MAX)):
-            raise SummarizerTimeout(f"summarizer did not answer within {timeout} s")
-        kind, value = box[0]
+        kind, value = _WORKERS.call(lambda: self._call(prompt), timeout)
         if kind == "error":
             raise _wrap(value)
         return normalize_output(value)
@@ -417,36 +401,113 @@ class Summarizer:
         return result
 
 
+#: Timed summarizer calls whose caller gave up (they timed out) but whose model has
+#: not answered yet, in this process. Each holds a thread until its model answers;
+#: with this many outstanding, a timed call fails at once with ``SummarizerTimeout``
+#: instead of starting another thread. Adjustable at run time.
+MAX_STUCK_CALLS = 8
+#: Idle worker threads kept for the next timed call; a worker finishing its call
+#: when this many are idle already exits.
+MAX_IDLE_WORKERS = 2
+
+
+#: The outcome of a call that has not answered yet.
+_PENDING: tuple[str, Any] = ("pending", None)
+
+
+class _Call:
+    """One timed call: ``done`` is held until ``outcome`` (kind, value) is set."""
+
+    __slots__ = ("abandoned", "done", "outcome", "task")
+
+    def __init__(self, task: Callable[[], Any]) -> None:
+        self.task = task
+        self.outcome = _PENDING
+        self.abandoned = False
+        # A bare lock, held until the answer is in: waking on it costs less than on
+        # an Event (a Condition written in Python).
+        self.done = threading.Lock()
+        self.done.acquire()
+
+
 class _DaemonWorkers:
     """Daemon threads that run timed summarizer calls.
 
     Daemon threads, so a model that never answers cannot keep the process
     alive (a ``ThreadPoolExecutor`` joins its threads at exit); reused, so a
     compression does not pay for starting a thread. A worker stuck in a call
-    that timed out is simply not idle: the next call starts another.
+    that timed out is not idle: the next call starts another thread, up to
+    :data:`MAX_STUCK_CALLS` stuck calls; past them a call fails at once rather
+    than add a thread a hung model may hold forever. At most
+    :data:`MAX_IDLE_WORKERS` finished workers wait for work; the others exit.
+
+    A forked child gets a new, empty pool (see :func:`_reset_after_fork`): the
+    parent's threads do not exist there, its lock may have been held by one of
+    them, and its counts describe the parent.
     """
 
     def __init__(self) -> None:
-        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self._idle = 0
+        self._stuck = 0
         self._lock = threading.Lock()
 
-    def submit(self, task: Callable[[], None]) -> None:
+    def call(self, task: Callable[[], Any], timeout: float) -> tuple[str, Any]:
+        """Run ``task`` on a worker: ``("ok", result)`` or ``("error", exception)``.
+
+        Raises:
+            SummarizerTimeout: no answer within ``timeout`` seconds, or
+                :data:`MAX_STUCK_CALLS` earlier calls still hold their threads.
+        """
+        call = _Call(task)
         with self._lock:
+            if self._stuck >= MAX_STUCK_CALLS:
+                raise SummarizerTimeout(
+                    f"{self._stuck} timed-out summarizer calls are still outstanding "
+                    f"(MAX_STUCK_CALLS={MAX_STUCK_CALLS}); not starting another"
+                )
             if self._idle:
                 self._idle -= 1
             else:
                 threading.Thread(target=self._work, name="tiermem-summarizer", daemon=True).start()
-        self._tasks.put(task)
+        self._calls.put(call)
+        # A lock wait longer than TIMEOUT_MAX (an infinite timeout, say) overflows.
+        if not call.done.acquire(timeout=min(timeout, threading.TIMEOUT_MAX)):
+            with self._lock:
+                if call.outcome is _PENDING:  # else it answered just now: use the answer
+                    call.abandoned = True
+                    self._stuck += 1
+                    raise SummarizerTimeout(f"summarizer did not answer within {timeout} s")
+        return call.outcome
 
     def _work(self) -> None:
         while True:
-            self._tasks.get()()
+            call = self._calls.get()
+            try:
+                call.outcome = ("ok", call.task())
+            except BaseException as exc:  # handed back to the caller's thread
+                call.outcome = ("error", exc)
             with self._lock:
-                self._idle += 1
+                if call.abandoned:
+                    self._stuck -= 1
+                keep = self._idle < MAX_IDLE_WORKERS
+                if keep:
+                    self._idle += 1
+            call.done.release()
+            if not keep:
+                return
 
 
 _WORKERS = _DaemonWorkers()
+
+
+def _reset_after_fork() -> None:
+    """Give a forked child its own empty worker pool."""
+    global _WORKERS
+    _WORKERS = _DaemonWorkers()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

@@ -14,8 +14,10 @@ expires after ``claim_ttl``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -173,6 +175,14 @@ class CompressionMixin(OpRunner):
             # The append already committed; a failed compression is reported by the
             # compression_failed signal and the log, never by failing the add.
             logger.warning("automatic compression of %r failed: %s", session_id, exc)
+
+    def _reset_background(self) -> None:
+        """No background worker, nothing queued, a fresh lock: the state of a new
+        memory, and of every memory in a forked child (see :func:`_reset_after_fork`)."""
+        self._worker = None
+        self._queued = set()
+        self._queue_lock = threading.Lock()
+        _MEMORIES.add(self)
 
     def _enqueue(self, session_id: str) -> None:
         with self._queue_lock:
@@ -474,6 +484,27 @@ class CompressionMixin(OpRunner):
             # blocking every retry until its lease runs out.
             self._release(session_id, token)
             raise
+
+
+#: Every memory, so that a forked child can reset their background state.
+_MEMORIES: weakref.WeakSet[CompressionMixin] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    """Reset the background state of every memory in a forked child.
+
+    The parent's worker thread does not exist in the child, yet its executor
+    counts it as idle and would never start another; sessions queued in the
+    parent would stay marked as queued; the queue lock may have been held by a
+    thread of the parent. Done at the fork, before any thread of the child
+    runs, rather than by a pid check on each enqueue, which two threads of the
+    child could race.
+    """
+    for memory in list(_MEMORIES):
+        memory._reset_background()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _result(

@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from . import _failpoints, signals, store
 from ._messages import (
     classify,
+    clear_cache,
     remember,
     render_text,
     serialize,
@@ -108,9 +107,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         self.set_summarizer(summarizer)
         self._clock = clock or utc_now
         self._receivers: list[tuple[str, Callable[..., Any]]] = []
-        self._worker: ThreadPoolExecutor | None = None
-        self._queued: set[str] = set()
-        self._queue_lock = threading.Lock()
+        self._reset_background()
         self._frame_tokens = MESSAGE_OVERHEAD + self.counter.count_text("system " + SUMMARY_HEADER)
 
     # ------------------------------------------------------------------ plumbing
@@ -177,11 +174,14 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         return layered_memory(self, scope, max_working_entries=max_working_entries)
 
     def close(self) -> None:
-        """Drain background compression and release the connection pool."""
+        """Drain background compression, release the connection pool and empty the
+        parse cache of stored messages (it is shared by the process, keyed by their
+        JSON: other open memories parse what they read next again)."""
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)
         self._db.dispose()
+        clear_cache()
 
     async def aclose(self) -> None:
         """Async :meth:`close`: drains background compression off the event loop."""

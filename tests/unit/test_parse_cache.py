@@ -14,7 +14,8 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from tiermem._messages import _CACHE, deserialize, remember, serialize
+from tiermem import ConversationMemory, _messages
+from tiermem._messages import _CACHE, clear_cache, deserialize, remember, serialize
 
 
 def _parsed(text: str) -> BaseMessage:
@@ -66,3 +67,31 @@ def test_other_messages_are_parsed_on_first_read(message: BaseMessage) -> None:
     assert _same(deserialize(text), _parsed(text))
     if "pair" in message.additional_kwargs:
         assert deserialize(text).additional_kwargs["pair"] == [1, 2]
+
+
+def test_the_cache_is_bounded_by_characters_least_recently_used_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``CACHE_MAX_CHARS`` characters of JSON the least recently read message is
+    evicted; the running total always equals the characters held."""
+    clear_cache()
+    texts = [serialize(HumanMessage(f"{n} " + "x" * 1000), max_chars=10**6) for n in range(4)]
+    monkeypatch.setattr(_messages, "CACHE_MAX_CHARS", sum(map(len, texts[:3])))
+    for text in texts[:3]:
+        deserialize(text)
+    deserialize(texts[0])  # read again: now the most recently used
+    deserialize(texts[3])
+    assert list(_CACHE) == [texts[2], texts[0], texts[3]]
+    assert _messages._cache_chars == sum(map(len, _CACHE)) <= _messages.CACHE_MAX_CHARS
+
+
+def test_close_releases_the_parse_cache(memory: ConversationMemory) -> None:
+    """The messages a memory stored and read are parsed once and cached; ``close()``
+    releases them all."""
+    for index in range(5):
+        memory.add_user_message("s", f"message {index}")
+    texts = [str(message.content) for message in memory.get_messages("s")]
+    assert len(_CACHE) >= 5
+    memory.close()
+    assert len(_CACHE) == 0 and _messages._cache_chars == 0
+    assert [str(message.content) for message in memory.get_messages("s")] == texts
