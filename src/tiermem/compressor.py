@@ -225,22 +225,22 @@ class CompressionMixin(OpRunner):
                     if fetched is None:
                         break
                     counters = fetched
+                planned = None  # only the first round was planned by the append
+                over = self._over_budget(counters)
+                if self._mergeable(counters) or (over and counters["summary_count"] >= 2):
+                    merged = yield from self._merge_once(session_id, counters, window_sink)
+                    if merged is not None:
+                        result, counters = merged
+                        over = self._over_budget(counters)
             except Exception as exc:
                 if result is None:
                     raise
-                # An earlier round committed, so this call succeeded: a later round's
-                # failure (signalled, its claim released) must not report it as failed.
+                # A round committed, so this call succeeded: a later failure (signalled,
+                # its claim released) must not report it as failed.
                 if window_sink is not None:
                     window_sink.clear()  # read in the transaction that was rolled back
                 _log_after_commit("further compression", session_id, exc)
                 break
-            planned = None  # only the first round was planned by the append
-            over = self._over_budget(counters)
-            if self._mergeable(counters) or (over and counters["summary_count"] >= 2):
-                merged = yield from self._merge_once(session_id, counters, window_sink)
-                if merged is not None:
-                    result, counters = merged
-                    over = self._over_budget(counters)
             if not over or keep is not None:
                 break
             # Still over max_tokens: the recent window itself does not fit. Keep

@@ -151,6 +151,34 @@ def test_a_later_round_failing_does_not_fail_a_committed_compression(
         memory.compress("s", force=True)
 
 
+def test_an_untyped_merge_error_does_not_fail_a_committed_compression(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The summary merge after a committed compression fails with an untyped error (a
+    bug): compress() returns the compression, the error is logged with its traceback and
+    the merge's claim is released."""
+    config = MANUAL.replace(max_tokens=1_000, summary_share=0.01)
+    memory = make_memory(config=config, summarizer=FakeSummarizer())
+    fill(memory, 6)
+    assert memory.compress("s", force=True) is not None
+    fill(memory, 6)
+    real = store.commit_merge
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("a bug in the merge")
+
+    monkeypatch.setattr(store, "commit_merge", broken)
+    with caplog.at_level(logging.ERROR, logger="tiermem"):
+        result = memory.compress("s", force=True)
+    assert result is not None and result.entries_compressed > 0
+    assert memory.get_stats("s").summaries == 2
+    assert any(record.exc_info for record in caplog.records), caplog.text
+    monkeypatch.setattr(store, "commit_merge", real)
+    fill(memory, 6)
+    assert memory.compress("s", force=True) is not None
+    assert memory.get_stats("s").summaries == 1  # merged at last
+
+
 # --------------------------------------------------------------------------- prompt
 
 
