@@ -7,7 +7,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import (
@@ -86,6 +86,34 @@ def classify(message: BaseMessage) -> tuple[EntryType, str]:
     return EntryType.MESSAGE, message.type
 
 
+#: The deepest nesting of lists and dicts accepted in a message or in metadata,
+#: counting a message's fields (``content``, ``additional_kwargs``, ``tool_calls``,
+#: ...) and the values of metadata as the first level (a tool call's ``args`` is
+#: the third). Deeper values would exhaust the recursion of the JSON encoder and of
+#: everything that reads them back.
+MAX_NESTING = 100
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def check_nesting(what: str, *levels: Iterable[Any]) -> None:
+    """Refuse lists and dicts nested deeper than ``MAX_NESTING`` in ``levels``, each
+    an iterable of first-level values; walked without recursion.
+
+    Raises:
+        InvalidContent: when they are nested deeper (or hold a cycle).
+    """
+    stack: list[tuple[Iterable[Any], int]] = [(level, 0) for level in levels]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InvalidContent(f"{what} nests lists and dicts deeper than {MAX_NESTING} levels")
+        for child in value.values() if isinstance(value, dict) else value:
+            if isinstance(child, _CONTAINERS):
+                stack.append((child, depth + 1))
+
+
 def dumps(value: Any) -> str:
     """Strict JSON: NaN refused; NUL is escaped so PostgreSQL TEXT holds it."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -95,11 +123,13 @@ def serialize(message: BaseMessage, *, max_chars: int) -> str:
     """The exact JSON of ``message`` (``message_to_dict``).
 
     Raises:
-        InvalidContent: for values JSON cannot hold or invalid Unicode.
+        InvalidContent: for values JSON cannot hold, invalid Unicode or nesting
+            deeper than ``MAX_NESTING``.
         EntryTooLarge: above ``max_chars``.
     """
     if not isinstance(message, BaseMessage):
         raise InvalidContent(f"expected a LangChain BaseMessage, got {type(message).__name__}")
+    check_nesting("message", message.__dict__.values(), (message.__pydantic_extra__ or {}).values())
     try:
         text = dumps(message_to_dict(message))
     except (TypeError, ValueError) as exc:
@@ -116,6 +146,8 @@ def serialize(message: BaseMessage, *, max_chars: int) -> str:
 
 def serialize_metadata(metadata: Mapping[str, Any]) -> str:
     """JSON of user metadata, with the same checks as messages."""
+    if isinstance(metadata, Mapping):  # anything else is refused below
+        check_nesting("metadata", metadata.values())
     try:
         text = dumps(dict(metadata))
     except (TypeError, ValueError) as exc:

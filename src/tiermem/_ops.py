@@ -27,7 +27,7 @@ from .models import MemoryConfig
 from .tiers import MemoryTier
 from .tokens import TokenCounter
 
-__all__ = ["Emit", "Op", "OpRunner", "Summarize"]
+__all__ = ["EARLIEST_TIME", "LATEST_TIME", "Emit", "Op", "OpRunner", "Summarize"]
 
 T = TypeVar("T")
 
@@ -46,6 +46,12 @@ class Summarize:
     prompt: str
 
 
+#: The times a clock may return: far enough from the ends of ``datetime`` that
+#: adding the longest duration ``MemoryConfig`` accepts (10 years) or subtracting the
+#: longest tier threshold (100 years) stays in range.
+EARLIEST_TIME = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(9000, 1, 1, tzinfo=UTC)
+
 #: A public operation: yields requests, returns its result.
 Op = Generator[Emit | Summarize, Any, T]
 
@@ -61,12 +67,26 @@ class OpRunner:
     _clock: Callable[[], datetime]
 
     def now(self) -> datetime:
-        """The memory's clock, checked to be timezone-aware, in UTC (SQLite keeps
-        no offset, so every stored time must be UTC to compare correctly)."""
+        """The memory's clock, checked to be timezone-aware and within
+        ``EARLIEST_TIME``..``LATEST_TIME``, in UTC (SQLite keeps no offset, so every
+        stored time must be UTC to compare correctly).
+
+        Raises:
+            InvalidArgument: for any other value, before the caller runs any SQL.
+        """
         moment = self._clock()
         if not isinstance(moment, datetime) or moment.tzinfo is None:
             raise InvalidArgument("clock must return timezone-aware datetimes")
-        return moment.astimezone(UTC)
+        try:
+            moment = moment.astimezone(UTC)
+        except OverflowError as exc:  # an offset that moves it past year 1 or 9999
+            raise InvalidArgument(f"clock returned {moment!r}, out of range") from exc
+        if not EARLIEST_TIME <= moment < LATEST_TIME:
+            raise InvalidArgument(
+                f"clock returned {moment.isoformat()}; it must be within "
+                f"{EARLIEST_TIME.year}-{LATEST_TIME.year - 1}"
+            )
+        return moment
 
     def _run(self, op: Op[T]) -> T:
         value: Any = None

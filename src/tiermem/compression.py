@@ -168,10 +168,19 @@ def render_conversation(entries: Sequence[MemoryEntry], summaries: Sequence[str]
     return "\n".join(conversation_lines(entries, summaries))
 
 
+_PLACEHOLDER = re.compile(r"\{(conversation|target_tokens)\}")
+
+
 def build_prompt(conversation: str, target_tokens: int, template: str | None = None) -> str:
-    """Fill the summary prompt (the default, or ``MemoryConfig.summary_prompt``)."""
-    return (template or DEFAULT_SUMMARY_PROMPT).format(
-        conversation=conversation, target_tokens=target_tokens
+    """Fill the summary prompt (the default, or ``MemoryConfig.summary_prompt``).
+
+    Only ``{conversation}`` and ``{target_tokens}`` are replaced, in one pass (so
+    neither is looked for in the text substituted for the other); every other brace
+    stays as written, so a template may hold a JSON example.
+    """
+    values = {"conversation": conversation, "target_tokens": str(target_tokens)}
+    return _PLACEHOLDER.sub(
+        lambda match: values[match.group(1)], template or DEFAULT_SUMMARY_PROMPT
     )
 
 
@@ -317,8 +326,9 @@ def normalize_output(raw: object) -> str:
     """The summary text of a summarizer's answer.
 
     A message's content is used; a list of content blocks is joined from its
-    text blocks (documented normalization). Empty text, an error stub, an
-    echo of the prompt or an assistant tool call is rejected.
+    text blocks (documented normalization). Empty text, text that is not valid
+    Unicode (a lone surrogate), an error stub, an echo of the prompt or an
+    assistant tool call is rejected.
 
     Raises:
         SummarizerOutputInvalid: for anything that is not a usable summary.
@@ -337,6 +347,12 @@ def normalize_output(raw: object) -> str:
     text = content.strip()
     if not text:
         raise SummarizerOutputInvalid("summarizer returned an empty summary")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # the database could not store it
+        raise SummarizerOutputInvalid(
+            "summarizer returned invalid Unicode (lone surrogate)"
+        ) from exc
     if _ERROR_STUB.match(text) or _PROMPT_ECHO in text:
         raise SummarizerOutputInvalid(f"summarizer returned an error text: {text[:80]!r}")
     return text

@@ -81,7 +81,10 @@ class CompressionMixin(OpRunner):
 
         Without ``force`` nothing happens unless the session is over
         ``max_tokens`` or ``max_entries``. ``keep`` overrides ``recent_window``.
-        Returns ``None`` when there is nothing to compress.
+        Returns ``None`` when there is nothing to compress. While the context is
+        over budget further rounds follow; once one round committed, a later
+        one's failure is signalled and logged and the call returns the last
+        committed result.
 
         Raises:
             SummarizationError: the summarizer failed; every entry stays active.
@@ -154,12 +157,12 @@ class CompressionMixin(OpRunner):
         ``window_sink``, the last commit also reads what ``get_messages`` shows
         into it (when no further round follows), saving the caller a transaction.
         ``planned`` is the first round's plan when the append made it."""
-        if planned is None and not self._compression_wanted(counters, self.now()):
-            return
-        if self.config.background:
-            self._enqueue(session_id)
-            return
         try:
+            if planned is None and not self._compression_wanted(counters, self.now()):
+                return
+            if self.config.background:
+                self._enqueue(session_id)
+                return
             yield from self._op_compress(
                 session_id,
                 force=False,
@@ -168,13 +171,14 @@ class CompressionMixin(OpRunner):
                 window_sink=window_sink,
                 planned=planned,
             )
-        except TiermemError as exc:
+        except Exception as exc:
             if window_sink is not None:
                 # Read in a commit that then failed: it shows what was rolled back.
                 window_sink.clear()
             # The append already committed; a failed compression is reported by the
-            # compression_failed signal and the log, never by failing the add.
-            logger.warning("automatic compression of %r failed: %s", session_id, exc)
+            # compression_failed signal and the log, never by failing the add (a
+            # caller would retry it and store the message twice).
+            _log_after_commit("automatic compression", session_id, exc)
 
     def _reset_background(self) -> None:
         """No background worker, nothing queued, a fresh lock: the state of a new
@@ -217,30 +221,42 @@ class CompressionMixin(OpRunner):
         result: CompressionResult | None = None
         window = self.config.recent_window if keep is None else keep
         for _ in range(_MAX_ROUNDS):
-            step = yield from self._compress_once(
-                session_id,
-                force=force,
-                keep=window,
-                auto=auto,
-                window_sink=window_sink,
-                planned=planned,
-            )
-            if step is not None:
-                result, counters = step
-            elif planned is not None:  # nothing to take: the append's counters stand
-                counters = dict(planned.counters)
-            else:
-                fetched = self._db.run(lambda conn: self._counters(conn, session_id), write=False)
-                if fetched is None:
-                    break
-                counters = fetched
-            planned = None  # only the first round was planned by the append
-            over = self._over_budget(counters)
-            if self._mergeable(counters) or (over and counters["summary_count"] >= 2):
-                merged = yield from self._merge_once(session_id, counters, window_sink)
-                if merged is not None:
-                    result, counters = merged
-                    over = self._over_budget(counters)
+            try:
+                step = yield from self._compress_once(
+                    session_id,
+                    force=force,
+                    keep=window,
+                    auto=auto,
+                    window_sink=window_sink,
+                    planned=planned,
+                )
+                if step is not None:
+                    result, counters = step
+                elif planned is not None:  # nothing to take: the append's counters stand
+                    counters = dict(planned.counters)
+                else:
+                    fetched = self._db.run(
+                        lambda conn: self._counters(conn, session_id), write=False
+                    )
+                    if fetched is None:
+                        break
+                    counters = fetched
+                planned = None  # only the first round was planned by the append
+                over = self._over_budget(counters)
+                if self._mergeable(counters) or (over and counters["summary_count"] >= 2):
+                    merged = yield from self._merge_once(session_id, counters, window_sink)
+                    if merged is not None:
+                        result, counters = merged
+                        over = self._over_budget(counters)
+            except Exception as exc:
+                if result is None:
+                    raise
+                # A round committed, so this call succeeded: a later failure (signalled,
+                # its claim released) must not report it as failed.
+                if window_sink is not None:
+                    window_sink.clear()  # read in the transaction that was rolled back
+                _log_after_commit("further compression", session_id, exc)
+                break
             if not over or keep is not None:
                 break
             # Still over max_tokens: the recent window itself does not fit. Keep
@@ -460,9 +476,11 @@ class CompressionMixin(OpRunner):
         return text, tokens
 
     def _release(self, session_id: str, token: str) -> None:
-        now = self.now()
+        """Drop our claim after a failure (and back off); never raises, so the error
+        that made us release is the one the caller sees."""
         backoff = (self.config.backoff_base, self.config.backoff_max)
         try:
+            now = self.now()
             self._db.run(
                 lambda conn: store.release_failed_claim(
                     conn, self._session(conn, session_id), token, now, backoff
@@ -470,6 +488,8 @@ class CompressionMixin(OpRunner):
             )
         except TiermemError as exc:  # the lease expires on its own
             logger.warning("could not release compression claim of %r: %s", session_id, exc)
+        except Exception:
+            logger.exception("could not release compression claim of %r", session_id)
 
     def _commit(self, session_id: str, token: str, work: Callable[[Connection], T]) -> T:
         def guarded(conn: Connection) -> T:
@@ -479,9 +499,10 @@ class CompressionMixin(OpRunner):
 
         try:
             return self._db.run(guarded)
-        except TiermemError:
-            # A failed commit (storage error, changed entries) must not leave our claim
-            # blocking every retry until its lease runs out.
+        except BaseException:
+            # A failed commit (storage error, changed entries, anything else) must not
+            # leave our claim blocking every retry until its lease runs out; after a
+            # commit that did happen the claim is no longer ours and this does nothing.
             self._release(session_id, token)
             raise
 
@@ -505,6 +526,15 @@ def _reset_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _log_after_commit(what: str, session_id: str, error: Exception) -> None:
+    """Log a failure that follows a commit of the same call (which therefore returns
+    normally): a typed error as a warning, an untyped one (a bug) with its traceback."""
+    if isinstance(error, TiermemError):
+        logger.warning("%s of %r failed: %s", what, session_id, error)
+    else:
+        logger.error("%s of %r failed", what, session_id, exc_info=error)
 
 
 def _result(

@@ -297,8 +297,9 @@ class LifecycleMixin(OpRunner):
             if dry_run:
                 return planned
         removed = 0
+        per_batch = min(batch_size, _MAX_LIMIT)
         while limit is None or removed < limit:
-            want = batch_size if limit is None else min(batch_size, limit - removed)
+            want = per_batch if limit is None else min(per_batch, limit - removed)
             batch = self._db.run(partial(prune_batch, project=project, cutoff=cutoff, want=want))
             if batch is None:
                 break

@@ -73,7 +73,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             one the seed's heuristic summary is used.
         model: a model name whose tiktoken encoding counts tokens.
         encoding: a tiktoken encoding name (default ``cl100k_base``).
-        clock: a callable returning an aware UTC datetime (tests inject one).
+        clock: a callable returning an aware datetime within the years 1000-8999
+            (tests inject one); any other value makes operations raise
+            ``InvalidArgument`` before they touch the database.
         lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
 
     Raises:

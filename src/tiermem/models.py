@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,6 +16,7 @@ from .errors import InvalidArgument
 from .tiers import TierPolicy
 
 __all__ = [
+    "MAX_DURATION_SECONDS",
     "CompressionResult",
     "EntryType",
     "MemoryConfig",
@@ -41,11 +43,20 @@ def _positive_int(name: str, value: object, *, minimum: int = 1) -> None:
         raise InvalidArgument(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
-def _positive_number(name: str, value: object, *, allow_none: bool = False) -> None:
+#: The longest ``claim_ttl``, ``backoff_base`` and ``backoff_max`` (10 years of 365
+#: days, in seconds): these are added to the clock's time, which must stay a datetime.
+MAX_DURATION_SECONDS = 10 * 365 * 86_400
+
+
+def _positive_number(
+    name: str, value: object, *, allow_none: bool = False, maximum: float = math.inf
+) -> None:
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise InvalidArgument(f"{name} must be a number > 0, got {value!r}")
+    if value > maximum:
+        raise InvalidArgument(f"{name} must be at most {maximum:,.0f}, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +79,17 @@ class MemoryConfig:
             summary instead of leaving the entries uncompressed.
         background: compress on a worker thread; ``add_*`` returns at once.
         claim_ttl: seconds a compression claim lives, so a killed worker
-            never blocks a session forever.
+            never blocks a session forever; at most ``MAX_DURATION_SECONDS``
+            (10 years).
         backoff_base / backoff_max: seconds automatic compression pauses after
-            a failure, doubling per consecutive failure up to the maximum.
+            a failure, doubling per consecutive failure up to the maximum; each
+            at most ``MAX_DURATION_SECONDS`` (10 years).
         max_entry_chars: largest accepted entry (JSON characters).
         max_summarizer_input_tokens: most tokens one summarizer call receives.
-        summary_prompt: a custom prompt with ``{conversation}`` and
-            ``{target_tokens}`` placeholders.
+        summary_prompt: a custom prompt with a ``{conversation}`` placeholder and
+            optionally ``{target_tokens}``. Only these two are replaced; any other
+            brace is kept as written (a JSON example needs no escaping, and
+            ``{{`` stays ``{{``).
         tier_policy: the access-tier thresholds.
     """
 
@@ -110,7 +125,7 @@ class MemoryConfig:
                 raise InvalidArgument(f"{name} must be below 1, got {value!r}")
         _positive_number("summarizer_timeout", self.summarizer_timeout, allow_none=True)
         for name in ("claim_ttl", "backoff_base", "backoff_max"):
-            _positive_number(name, getattr(self, name))
+            _positive_number(name, getattr(self, name), maximum=MAX_DURATION_SECONDS)
         if self.summary_prompt is not None and "{conversation}" not in self.summary_prompt:
             raise InvalidArgument("summary_prompt needs a {conversation} placeholder")
         if not isinstance(self.tier_policy, TierPolicy):

@@ -502,6 +502,10 @@ def get_summary_row(
 # --------------------------------------------------------------------------- compression
 
 
+#: Consecutive failures counted for the backoff (see :func:`release_failed_claim`).
+_MAX_COUNTED_FAILURES = 1024
+
+
 def claim(conn: Connection, session: SessionRow, token: str, now: datetime, ttl: float) -> None:
     """Take the session's compression claim (a lease that expires after ``ttl`` s).
 
@@ -520,11 +524,14 @@ def claim(conn: Connection, session: SessionRow, token: str, now: datetime, ttl:
 def release_failed_claim(
     conn: Connection, session: SessionRow, token: str, now: datetime, backoff: tuple[float, float]
 ) -> None:
-    """Drop our claim after a failure and back off automatic compression."""
+    """Drop our claim after a failure and back off automatic compression: ``backoff``
+    is (base, max) seconds, the pause doubling per consecutive failure up to max."""
     if session["claim_token"] != token:
         return
-    failures = session["failures"] + 1
-    pause = min(backoff[0] * 2 ** (failures - 1), backoff[1])
+    # The count saturates where doubling would leave the float range (2.0 ** 1024
+    # overflows); backoff_max caps the pause long before that.
+    failures = min(session["failures"] + 1, _MAX_COUNTED_FAILURES)
+    pause = min(backoff[0] * 2.0 ** (failures - 1), backoff[1])
     conn.execute(
         sa.update(session_table)
         .where(S.pk == session["pk"])

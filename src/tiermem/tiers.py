@@ -11,6 +11,7 @@ from .errors import InvalidArgument
 __all__ = [
     "ACTIVE_BOOST",
     "EXPIRED_BOOST",
+    "MAX_TIER_AGE",
     "RECENT_BOOST",
     "MemoryTier",
     "TierPolicy",
@@ -35,19 +36,33 @@ class MemoryTier(enum.StrEnum):
     EXPIRED = "expired"
 
 
+#: The longest tier threshold (100 years of 365 days): cutoffs are the clock's time
+#: minus a threshold, which must stay a datetime.
+MAX_TIER_AGE = timedelta(days=100 * 365)
+
+
 @dataclass(frozen=True, slots=True)
 class TierPolicy:
     """Age thresholds of the tiers; an age equal to a threshold falls in the older tier,
-    except ``expired_after``: only strictly older items are EXPIRED."""
+    except ``expired_after``: only strictly older items are EXPIRED. Each threshold is
+    a ``timedelta`` of at most ``MAX_TIER_AGE`` (100 years)."""
 
     active_within: timedelta = timedelta(hours=1)
     recent_within: timedelta = timedelta(hours=24)
     expired_after: timedelta = timedelta(days=30)
 
     def __post_init__(self) -> None:
+        thresholds = (self.active_within, self.recent_within, self.expired_after)
+        if not all(isinstance(value, timedelta) for value in thresholds):
+            raise InvalidArgument("TierPolicy thresholds must be timedelta values")
         if not (timedelta(0) < self.active_within <= self.recent_within <= self.expired_after):
             raise InvalidArgument(
                 "TierPolicy needs 0 < active_within <= recent_within <= expired_after"
+            )
+        if self.expired_after > MAX_TIER_AGE:
+            raise InvalidArgument(
+                f"TierPolicy thresholds must be at most {MAX_TIER_AGE.days} days, "
+                f"got expired_after={self.expired_after!r}"
             )
 
 
