@@ -11,6 +11,7 @@ wrapped and kept as ``__cause__``::
         x ImportValidationError
         x BudgetExceeded
       x SessionNotFound (also KeyError)
+      x ContextReadFailed
       x StorageError
         x StorageBusy
         x StorageUnavailable
@@ -27,9 +28,16 @@ wrapped and kept as ``__cause__``::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # errors are imported by everything: no import of the models at run time
+    from .models import MemoryEntry
+
 __all__ = [
     "BudgetExceeded",
     "CompressionConflict",
+    "ContextReadFailed",
     "CompressionInProgress",
     "EntryTooLarge",
     "ImportValidationError",
@@ -97,6 +105,16 @@ class SessionNotFound(TiermemError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the repr of the message
         return str(self.args[0]) if self.args else ""
+
+
+class ContextReadFailed(TiermemError):
+    """``add_and_get_messages`` stored the turn's messages (do not add them again),
+    but reading the next context afterwards failed; ``entries`` are the stored
+    entries and ``__cause__`` the read's error. Read it with ``get_messages``."""
+
+    def __init__(self, message: str, *, entries: Sequence[MemoryEntry]) -> None:
+        super().__init__(message)
+        self.entries = list(entries)
 
 
 class StorageError(TiermemError):

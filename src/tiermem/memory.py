@@ -35,9 +35,11 @@ from .compressor import CompressionMixin, Planned
 from .db import Database, utc_now
 from .errors import (
     BudgetExceeded,
+    ContextReadFailed,
     InvalidArgument,
     InvalidContent,
     SessionNotFound,
+    TiermemError,
 )
 from .layers import LayeredMemory, layered_memory
 from .lifecycle import LifecycleMixin
@@ -365,6 +367,10 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
 
         Returns:
             The context the model gets next, exactly as ``get_messages`` returns it.
+
+        Raises:
+            ContextReadFailed: the messages were stored, but reading the context
+                after the compression they triggered failed (do not add them again).
         """
         return self._render(self._run(self._op_turn(session_id, list(messages), skip_existing)))
 
@@ -378,11 +384,20 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     def _op_turn(
         self, session_id: str, messages: list[BaseMessage], skip_existing: bool
     ) -> Op[MessageWindow]:
-        _, window = yield from self._op_add_messages(
+        entries, window = yield from self._op_add_messages(
             session_id, messages, skip_existing, with_window=True
         )
         if window is None:  # a compression ran after the append: read what it left
-            window = yield from self._op_message_window(session_id)
+            try:
+                window = yield from self._op_message_window(session_id)
+            except TiermemError as exc:
+                # The append committed: a plain error would make the caller add the
+                # messages again.
+                raise ContextReadFailed(
+                    f"the {len(entries)} messages were stored, but reading the context "
+                    f"failed: {exc}; read it with get_messages",
+                    entries=entries,
+                ) from exc
         return window
 
     def _op_add_messages(

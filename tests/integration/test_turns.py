@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from tiermem import MemoryConfig, is_summary_message
 from tiermem._messages import SUMMARY_MARKER
 from tiermem.compressor import Planned
-from tiermem.errors import InvalidContent, StorageError
+from tiermem.errors import ContextReadFailed, InvalidContent, StorageError
 from tiermem.testing import FakeSummarizer, SignalRecorder
 
 from ..conftest import MemoryFactory
@@ -200,3 +200,35 @@ def test_a_summary_commit_that_fails_never_shows_its_summary(
     )
     assert context == memory.get_messages("s")
     assert context == memory.get_messages("s")
+
+
+def test_a_context_read_that_fails_after_the_append_says_the_messages_were_stored(
+    engine: Engine, make_memory: MemoryFactory
+) -> None:
+    """When the turn's append committed and only the read after its (failed)
+    compression fails, the caller gets ContextReadFailed with the stored entries, not a
+    storage error it would answer by adding the messages again."""
+    memory = make_memory(config=SMALL, summarizer=FakeSummarizer(mode="raise"))
+    armed: list[bool] = []
+
+    def fail_window_read(_conn: object, _cursor: object, statement: str, *_a: object) -> None:
+        if armed and "UNION ALL" in statement:
+            raise sa.exc.OperationalError(statement, None, Exception("disk I/O error"))
+
+    memory.add_messages("s", exchange(0))
+    turn = 1  # fill up to the budget: the failing turn is the one that passes it
+    while memory.get_stats("s").active_tokens + memory.counter(exchange(turn)) <= 400 - 20:
+        memory.add_messages("s", exchange(turn))
+        turn += 1
+    before = memory.get_stats("s").total_entries
+    armed.append(True)
+    sa.event.listen(engine, "before_cursor_execute", fail_window_read)
+    try:
+        with pytest.raises(ContextReadFailed) as raised:
+            memory.add_and_get_messages("s", exchange(turn))
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", fail_window_read)
+    assert isinstance(raised.value.__cause__, StorageError)
+    assert [e.seq for e in raised.value.entries] == [before + 1, before + 2]
+    assert memory.get_stats("s").total_entries == before + 2
+    assert memory.get_messages("s")[-1] == exchange(turn)[-1]
