@@ -215,17 +215,15 @@ def read_items(conn: Connection, ids: Sequence[int]) -> list[RowMapping]:
 
 
 _COUNT = sa.select(sa.func.count()).where(
-    IC.scope_pk == sa.bindparam("pk"),
-    IC.layer == sa.bindparam("layer"),
-    IC.last_accessed >= sa.bindparam("since"),
+    IC.scope_pk == sa.bindparam("pk"), IC.layer == sa.bindparam("layer")
 )
 
 
 def _candidates(
     conn: Connection, pk: int, layer: str, words: Sequence[str], since: datetime
 ) -> tuple[list[Candidate], int | None]:
-    """The matching items that are not expired, and the layer's live size when it was
-    read on the way."""
+    """The matching items that are not expired, and the layer's size when it was read on
+    the way (every stored item: filtering the count by expiry would double its cost)."""
     params = {"pk": pk, "layer": layer, "since": since}
     if conn.dialect.name == "postgresql":
         return pg_candidates(
@@ -236,8 +234,7 @@ def _candidates(
             created="i.created_at",
             accessed="i.last_accessed",
             total=(
-                "(SELECT count(*) FROM tiermem_layer_item "
-                "WHERE scope_pk = :pk AND layer = :layer AND last_accessed >= :since)"
+                "(SELECT count(*) FROM tiermem_layer_item WHERE scope_pk = :pk AND layer = :layer)"
             ),
             fts="i.fts",
             source="tiermem_layer_item i",
@@ -265,8 +262,7 @@ def _sqlite_candidates(count: int) -> sa.TextClause:
     return sa.text(
         "SELECT i.id, (julianday(i.created_at) - 2440587.5) * 86400.0, "
         "(julianday(i.last_accessed) - 2440587.5) * 86400.0, m.mask, "
-        "(SELECT count(*) FROM tiermem_layer_item "
-        "WHERE scope_pk = :pk AND layer = :layer AND last_accessed >= :since) "
+        "(SELECT count(*) FROM tiermem_layer_item WHERE scope_pk = :pk AND layer = :layer) "
         f"FROM (SELECT rowid, sum(bit) AS mask FROM ({words}) GROUP BY rowid) AS m "
         "JOIN tiermem_layer_item AS i INDEXED BY ix_tiermem_layer_item_scope "
         f"ON i.scope_pk = :pk AND i.layer = :layer AND i.id = (m.rowid & {(1 << 32) - 1}) "
@@ -285,13 +281,13 @@ def search_items(
 ) -> list[tuple[RowMapping, float]]:
     """The best ``limit`` items of a layer containing any of ``words`` with their
     scores, best first (:func:`tiermem.search.rank`); each hit's access is recorded.
-    Expired items are neither candidates nor counted in the layer's size."""
+    Expired items are never candidates."""
     since = live_since(now, policy)
     candidates, total = _candidates(conn, pk, layer, words, since)
     if not candidates:
         return []
     if total is None:
-        total = conn.execute(_COUNT, {"pk": pk, "layer": layer, "since": since}).scalar_one()
+        total = conn.execute(_COUNT, {"pk": pk, "layer": layer}).scalar_one()
     ranked = rank(candidates, total, _utc(now), policy, limit)
     scores = {candidate.id: score for candidate, score in ranked}
     rows = _touch(conn, list(scores), now)
