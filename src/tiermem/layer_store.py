@@ -135,6 +135,8 @@ def _upsert(dialect: str) -> Any:
     module = postgresql if dialect == "postgresql" else sqlite
     statement = module.insert(item_table)
     fresh = statement.excluded
+    # An expired fact is gone for every reader: storing its key again starts a new one.
+    expired = IC.last_accessed < sa.bindparam("since", type_=sa.DateTime(timezone=True))
     return statement.on_conflict_do_update(
         index_elements=[IC.scope_pk, IC.layer, IC.item_key],
         # Literal SQL: a bound parameter here would stop PostgreSQL from matching the
@@ -147,7 +149,8 @@ def _upsert(dialect: str) -> Any:
             "byte_size": fresh.byte_size,
             "updated_at": fresh.updated_at,
             "last_accessed": fresh.last_accessed,
-            "access_count": IC.access_count + 1,
+            "created_at": sa.case((expired, fresh.created_at), else_=IC.created_at),
+            "access_count": sa.case((expired, 0), else_=IC.access_count + 1),
             "memory_tier": MemoryTier.ACTIVE.value,
         },
     ).returning(*item_table.c)
@@ -158,9 +161,13 @@ def insert_item(conn: Connection, pk: int, item: NewItem, now: datetime) -> RowM
     return conn.execute(_INSERT, _values(pk, item, now)).mappings().one()
 
 
-def upsert_fact(conn: Connection, pk: int, item: NewItem, now: datetime) -> RowMapping:
-    """Insert a semantic item, or replace the value stored under its key (an access)."""
-    return conn.execute(_upsert(conn.dialect.name), _values(pk, item, now)).mappings().one()
+def upsert_fact(
+    conn: Connection, pk: int, item: NewItem, now: datetime, policy: TierPolicy
+) -> RowMapping:
+    """Insert a semantic item, or replace the value stored under its key (an access; a
+    fact that had expired is replaced by a new one, created now, never accessed)."""
+    params = {**_values(pk, item, now), "since": live_since(now, policy)}
+    return conn.execute(_upsert(conn.dialect.name), params).mappings().one()
 
 
 _ACCESS = (

@@ -131,8 +131,12 @@ class LayeredMemory(CompactionMixin):
         now = self._memory.now()
         if layer is LayerType.WORKING:
             return self._working.add(item.content, meta, item.token_count, now)
-        store = layer_store.upsert_fact if layer is LayerType.SEMANTIC else layer_store.insert_item
-        return to_item(self.scope, self._write(lambda conn, pk: store(conn, pk, item, now)))
+        policy = self._memory.config.tier_policy
+        if layer is LayerType.SEMANTIC:
+            row = self._write(lambda conn, pk: layer_store.upsert_fact(conn, pk, item, now, policy))
+        else:
+            row = self._write(lambda conn, pk: layer_store.insert_item(conn, pk, item, now))
+        return to_item(self.scope, row)
         yield  # pragma: no cover - makes this a generator
 
     def append(
@@ -307,7 +311,8 @@ class LayeredMemory(CompactionMixin):
         yield  # pragma: no cover
 
     def get_stats(self) -> LayerStats:
-        """Sizes of the scope's layers; working tokens are counted with tiktoken."""
+        """Sizes of the scope's layers; working tokens are counted with tiktoken.
+        Expired items are counted until ``prune_expired`` deletes them."""
         return self._memory._run(self._op_stats())
 
     async def aget_stats(self) -> LayerStats:

@@ -235,3 +235,24 @@ def test_a_zero_limit_deletes_nothing(
     seed(memory, clock)
     assert memory.prune_expired(limit=0, dry_run=dry_run) == 0
     assert len(stored(memory)) == 4
+
+
+def test_learning_an_expired_key_starts_a_new_fact(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """learn() over a fact that had expired stores a new fact (created now, never
+    accessed); over a live one it replaces the value and counts an access."""
+    memory = make_memory()
+    layers = memory.layers("k")
+    start = clock.now
+    at(clock, start - timedelta(days=400))
+    layers.learn("old", "stale value")
+    at(clock, start - timedelta(days=1))
+    layers.learn("live", "first value")
+    at(clock, start)
+    renewed = layers.learn("old", "new value")
+    assert (renewed.created_at, renewed.access_count, renewed.value) == (start, 0, "new value")
+    replaced = layers.learn("live", "second value")
+    assert replaced.created_at == start - timedelta(days=1) and replaced.access_count == 1
+    assert memory.prune_expired() == 0
+    assert {fact.key for fact in map(layers.recall, ("old", "live")) if fact} == {"old", "live"}
