@@ -62,9 +62,11 @@ def cutoffs(moment: Any, policy: TierPolicy) -> Cutoffs:
     )
 
 
-def tier_predicates(cut: Cutoffs) -> dict[MemoryTier, sa.ColumnElement[bool]]:
-    """Each tier as a range of ``last_accessed`` (the boundaries of ``calculate_tier``)."""
-    accessed = S.last_accessed
+def tier_predicates(
+    cut: Cutoffs, accessed: sa.ColumnElement[Any] = S.last_accessed
+) -> dict[MemoryTier, sa.ColumnElement[bool]]:
+    """Each tier as a range of ``accessed`` (a session's ``last_accessed`` by default;
+    the boundaries of ``calculate_tier``)."""
     return {
         MemoryTier.ACTIVE: accessed > cut.active,  # a future access counts as now
         MemoryTier.RECENT: sa.and_(accessed > cut.recent, accessed <= cut.active),
@@ -73,9 +75,9 @@ def tier_predicates(cut: Cutoffs) -> dict[MemoryTier, sa.ColumnElement[bool]]:
     }
 
 
-def tier_case(cut: Cutoffs) -> sa.Case[Any]:
-    """The tier of a session row as a SQL ``CASE`` over its ``last_accessed``."""
-    accessed = S.last_accessed
+def tier_case(cut: Cutoffs, accessed: sa.ColumnElement[Any] = S.last_accessed) -> sa.Case[Any]:
+    """The tier of a row as a SQL ``CASE`` over ``accessed`` (a session's
+    ``last_accessed`` by default)."""
     return sa.case(
         (accessed.is_(None), MemoryTier.ARCHIVED.value),  # never accessed, as in the seed
         (accessed > cut.active, MemoryTier.ACTIVE.value),

@@ -198,15 +198,19 @@ def _share(count: int, total: int) -> str:
 
 def tier_hints(tiers: TierStats) -> list[str]:
     """The health hints ``tiermem stats`` prints under the table."""
-    if not tiers.total:
+    if not tiers.total and not tiers.items:
         return ["no sessions in this project yet"]
     hints = []
-    if tiers.expired and tiers.expired >= EXPIRED_HINT_SHARE * tiers.total:
-        hints.append(
-            f"{tiers.expired} sessions ({_share(tiers.expired, tiers.total)}) are expired: "
-            "run `tiermem prune` to delete them"
-        )
-    if not tiers.active:
+    for expired, total, what in (
+        (tiers.expired, tiers.total, "sessions"),
+        (tiers.expired_items, tiers.items, "layer items"),
+    ):
+        if expired and expired >= EXPIRED_HINT_SHARE * total:
+            hints.append(
+                f"{expired} {what} ({_share(expired, total)}) are expired: "
+                "run `tiermem prune` to delete them"
+            )
+    if tiers.total and not tiers.active:
         hints.append("no active sessions: none was read or written within the active window")
     return hints
 
@@ -217,23 +221,33 @@ def stats(
     project: ProjectOption = "default",
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
 ) -> None:
-    """Show how a project's sessions spread over the access tiers, with health hints."""
+    """Show how a project's sessions and layer items spread over the access tiers,
+    with health hints."""
     with open_memory(url, project) as memory:
         tiers = memory.get_tier_stats()
         policy = memory.config.tier_policy
     if as_json:
         sys.stdout.write(json.dumps(dataclasses.asdict(tiers)) + "\n")
         return
-    table = Table("tier", "last accessed", "sessions", "share", title=f"project {project!r}")
+    table = Table(
+        "tier", "last accessed", "sessions", "share", "layer items", title=f"project {project!r}"
+    )
     rows = [
-        ("active", f"< {_span(policy.active_within)}", tiers.active),
-        ("recent", f"< {_span(policy.recent_within)}", tiers.recent),
-        ("archived", f"<= {_span(policy.expired_after)}", tiers.archived),
-        ("expired", f"> {_span(policy.expired_after)}", tiers.expired),
+        ("active", f"< {_span(policy.active_within)}", tiers.active, tiers.active_items),
+        ("recent", f"< {_span(policy.recent_within)}", tiers.recent, tiers.recent_items),
+        ("archived", f"<= {_span(policy.expired_after)}", tiers.archived, tiers.archived_items),
+        ("expired", f"> {_span(policy.expired_after)}", tiers.expired, tiers.expired_items),
     ]
-    for name, window, count in rows:
-        table.add_row(name, window + " ago", str(count), _share(count, tiers.total))
-    table.add_row("total", "", str(tiers.total), _share(tiers.total, tiers.total), style="bold")
+    for name, window, count, items in rows:
+        table.add_row(name, window + " ago", str(count), _share(count, tiers.total), str(items))
+    table.add_row(
+        "total",
+        "",
+        str(tiers.total),
+        _share(tiers.total, tiers.total),
+        str(tiers.items),
+        style="bold",
+    )
     console.print(table)
     for hint in tier_hints(tiers):
         console.print(f"[yellow]![/yellow] {hint}")
@@ -243,16 +257,17 @@ def stats(
 def recalc(
     url: UrlOption = None,
     project: ProjectOption = "default",
-    batch_size: Annotated[int, typer.Option(min=1, help="Sessions per transaction.")] = (
-        DEFAULT_RECALC_BATCH
-    ),
+    batch_size: Annotated[
+        int, typer.Option(min=1, help="Sessions or layer items per transaction.")
+    ] = DEFAULT_RECALC_BATCH,
     quiet: QuietOption = False,
 ) -> None:
-    """Store every session's tier by its last access (set-based SQL, in batches)."""
+    """Store every session's and layer item's tier by its last access (set-based SQL,
+    in batches)."""
     with open_memory(url, project) as memory, _progress("recalculating tiers", quiet) as progress:
         changed = memory.recalculate_tiers(batch_size=batch_size, progress=progress)
     if not quiet:
-        console.print(f"{changed} sessions of project {project!r} changed tier")
+        console.print(f"{changed} sessions and layer items of project {project!r} changed tier")
 
 
 @app.command()
@@ -260,24 +275,26 @@ def prune(
     url: UrlOption = None,
     project: ProjectOption = "default",
     limit: Annotated[
-        int | None, typer.Option(min=0, help="Delete at most this many sessions.")
+        int | None,
+        typer.Option(min=0, help="Delete at most this many sessions and layer items."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only count what would be deleted.")
     ] = False,
-    batch_size: Annotated[int, typer.Option(min=1, help="Sessions per transaction.")] = (
-        DEFAULT_PRUNE_BATCH
-    ),
+    batch_size: Annotated[
+        int, typer.Option(min=1, help="Sessions or layer items per transaction.")
+    ] = DEFAULT_PRUNE_BATCH,
     quiet: QuietOption = False,
 ) -> None:
-    """Delete expired sessions with their entries and summaries, oldest first."""
+    """Delete expired sessions with their entries and summaries, then expired layer
+    items, oldest first."""
     with open_memory(url, project) as memory, _progress("pruning", quiet) as progress:
         count = memory.prune_expired(
             limit=limit, dry_run=dry_run, batch_size=batch_size, progress=progress
         )
     if not quiet:
         verb = "would delete" if dry_run else "deleted"
-        console.print(f"{verb} {count} expired sessions of project {project!r}")
+        console.print(f"{verb} {count} expired sessions and layer items of project {project!r}")
 
 
 def main() -> None:

@@ -92,9 +92,12 @@ class CompactionMixin(LayerBase):
         layer, budget = LayerType.EPISODIC, self._memory.config.max_summarizer_input_tokens
         removed, summary = 0, None
         nothing: tuple[list[RowMapping], int] = ([], 0)
+        since = layer_store.live_since(self._memory.now(), self._memory.config.tier_policy)
         for _ in range(_MAX_ROUNDS):
             batch, older = self._read(
-                lambda conn, pk: layer_store.older_items(conn, pk, layer.value, keep, budget),
+                lambda conn, pk: layer_store.older_items(
+                    conn, pk, layer.value, keep, budget, since
+                ),
                 nothing,
             )
             if not batch:

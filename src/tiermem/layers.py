@@ -11,11 +11,14 @@ memory's own runner, so the sync method and its ``a``-prefixed async twin
 share one body: one transaction per call, a summarizer called outside any
 transaction.
 
-:func:`recalculate_item_tiers` and :func:`prune_expired_items` are the
-set-based maintenance helpers for ``recalculate_tiers`` and ``prune_expired``:
-call them with the connection of the maintenance transaction. The layers'
-value types (:class:`LayerType`, :class:`LayerItem`, ...) are importable from
-here too.
+Stored items have access tiers with the rules of sessions: an item last
+accessed strictly longer than ``expired_after`` ago is expired; searches,
+``recent``, ``recall`` and ``compact`` never return it, and
+``ConversationMemory.recalculate_tiers`` / ``prune_expired`` refresh the
+tiers of the project's items and delete the expired ones together with its
+sessions. :func:`recalculate_item_tiers` and :func:`prune_expired_items` do
+the same in a transaction of the caller's. The layers' value types
+(:class:`LayerType`, :class:`LayerItem`, ...) are importable from here too.
 """
 
 from __future__ import annotations
@@ -128,8 +131,12 @@ class LayeredMemory(CompactionMixin):
         now = self._memory.now()
         if layer is LayerType.WORKING:
             return self._working.add(item.content, meta, item.token_count, now)
-        store = layer_store.upsert_fact if layer is LayerType.SEMANTIC else layer_store.insert_item
-        return to_item(self.scope, self._write(lambda conn, pk: store(conn, pk, item, now)))
+        policy = self._memory.config.tier_policy
+        if layer is LayerType.SEMANTIC:
+            row = self._write(lambda conn, pk: layer_store.upsert_fact(conn, pk, item, now, policy))
+        else:
+            row = self._write(lambda conn, pk: layer_store.insert_item(conn, pk, item, now))
+        return to_item(self.scope, row)
         yield  # pragma: no cover - makes this a generator
 
     def append(
@@ -216,7 +223,7 @@ class LayeredMemory(CompactionMixin):
 
     def search(self, type: LayerType | str, query: str, limit: int = 10) -> list[LayerHit]:
         """Items of a layer matching any word of ``query``, best first; each hit
-        counts as an access.
+        counts as an access. Expired items are never returned.
 
         The score is the text relevance (1.0 for the best match) plus the
         recency bonus (up to 0.5 in the first 24 hours) plus the tier boost.
@@ -251,14 +258,17 @@ class LayeredMemory(CompactionMixin):
         if layer is LayerType.WORKING:
             return self._working.recent(n)
         nothing: list[RowMapping] = []
+        now, policy = self._memory.now(), self._memory.config.tier_policy
         rows = self._read(
-            lambda conn, pk: layer_store.recent_items(conn, pk, layer.value, n), nothing
+            lambda conn, pk: layer_store.recent_items(conn, pk, layer.value, n, now, policy),
+            nothing,
         )
         return [to_item(self.scope, row) for row in rows]
         yield  # pragma: no cover
 
     def recent(self, type: LayerType | str, n: int = 10) -> list[LayerItem]:
-        """The ``n`` newest items of a layer, oldest first (not counted as access)."""
+        """The ``n`` newest items of a layer that are not expired, oldest first (not
+        counted as access)."""
         return self._memory._run(self._op_recent(type, n))
 
     async def arecent(self, type: LayerType | str, n: int = 10) -> list[LayerItem]:
@@ -266,15 +276,18 @@ class LayeredMemory(CompactionMixin):
         return await self._memory._arun(self._op_recent(type, n))
 
     def _op_recall(self, key: str) -> Op[KnowledgeEntry | None]:
-        checked, now = check_key(key), self._memory.now()
+        checked, now, policy = check_key(key), self._memory.now(), self._memory.config.tier_policy
         row = self._read(
-            lambda conn, pk: layer_store.recall_fact(conn, pk, checked, now), None, write=True
+            lambda conn, pk: layer_store.recall_fact(conn, pk, checked, now, policy),
+            None,
+            write=True,
         )
         return None if row is None else to_knowledge(to_item(self.scope, row))
         yield  # pragma: no cover
 
     def recall(self, key: str) -> KnowledgeEntry | None:
-        """The semantic fact stored under ``key`` (an access), or ``None``."""
+        """The semantic fact stored under ``key`` (an access), or ``None`` when there is
+        none or it is expired (an expired fact is not revived by asking for it)."""
         return self._memory._run(self._op_recall(key))
 
     async def arecall(self, key: str) -> KnowledgeEntry | None:
@@ -298,7 +311,8 @@ class LayeredMemory(CompactionMixin):
         yield  # pragma: no cover
 
     def get_stats(self) -> LayerStats:
-        """Sizes of the scope's layers; working tokens are counted with tiktoken."""
+        """Sizes of the scope's layers; working tokens are counted with tiktoken.
+        Expired items are counted until ``prune_expired`` deletes them."""
         return self._memory._run(self._op_stats())
 
     async def aget_stats(self) -> LayerStats:

@@ -13,10 +13,14 @@ and sets every cutoff, so application hosts with skewed clocks agree. A
 :meth:`~LifecycleMixin.recalculate_tiers` clamps it to now, so a wrong clock
 never makes a session immortal.
 
+The stored items of the project's memory layers (episodic, semantic,
+procedural) follow the same tier, expiry and prune rules: recalculation and
+pruning handle them after the sessions, and the statistics count them apart.
+
 Maintenance is set-based SQL run in batches, each batch its own short
 transaction, so writers never wait long behind a large run; the signals of a
-batch are sent after it commits (``tier_changed`` once per tier, ``pruned``
-once, each with the batch's session ids).
+batch are sent after it commits (``tier_changed`` once per tier with the
+batch's session ids, ``pruned`` once with its session or item ids).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _failpoints, signals, store
+from . import _failpoints, layer_store, signals, store
 from ._messages import validate_session_id
 from ._ops import Emit, Op, OpRunner
 from ._tier_sql import (
@@ -43,6 +47,7 @@ from ._tier_sql import (
     tier_predicates,
 )
 from .errors import InvalidArgument
+from .layer_tables import item_table
 from .models import SessionInfo
 from .tables import session_table
 from .tiers import MemoryTier
@@ -51,9 +56,11 @@ __all__ = ["DEFAULT_PRUNE_BATCH", "DEFAULT_RECALC_BATCH", "LifecycleMixin", "Pro
 
 S = session_table.c
 
-#: Sessions whose tier one ``recalculate_tiers`` transaction examines (a pk range).
+#: Sessions (a pk range) or layer items (an id range) whose tier one
+#: ``recalculate_tiers`` transaction examines.
 DEFAULT_RECALC_BATCH = 20_000
-#: Sessions one ``prune_expired`` transaction deletes, with their entries and summaries.
+#: Sessions (with their entries and summaries) or layer items one ``prune_expired``
+#: transaction deletes.
 DEFAULT_PRUNE_BATCH = 2_000
 #: A progress callback: ``(done, total)``, called after each committed batch.
 Progress = Callable[[int, int], None]
@@ -63,7 +70,8 @@ _MAX_LIMIT = 2**62
 
 @dataclass(frozen=True, slots=True)
 class TierStats:
-    """How many sessions of a project are in each tier, by their current ``last_accessed``.
+    """How many sessions, and how many stored layer items, of a project are in each
+    tier, by their current ``last_accessed``.
 
     Attributes:
         total: every session of the project.
@@ -71,6 +79,10 @@ class TierStats:
         recent: older than that, within ``recent_within`` (24 h).
         archived: older than that, but not more than ``expired_after`` (30 d).
         expired: last accessed strictly longer ago than ``expired_after`` (30 d).
+        items / active_items / recent_items / archived_items / expired_items: the
+            same for the project's episodic, semantic and procedural items (every
+            scope; working memory is not stored). Expired items are counted until
+            ``prune_expired`` deletes them, though no read returns them.
     """
 
     total: int
@@ -78,6 +90,11 @@ class TierStats:
     recent: int
     archived: int
     expired: int
+    items: int = 0
+    active_items: int = 0
+    recent_items: int = 0
+    archived_items: int = 0
+    expired_items: int = 0
 
 
 def _check_count(name: str, value: object, *, minimum: int = 0, allow_none: bool = False) -> None:
@@ -157,13 +174,17 @@ class LifecycleMixin(OpRunner):
         _check_count("batch_size", batch_size, minimum=1)
         _check_progress(progress)
         cut = cutoffs(self._moment(), self.config.tier_policy)
-        bounds = self._db.run(partial(clamp_future, project=project, cut=cut))
-        if bounds is None:
-            return 0
-        first, last = bounds
-        changed = 0
-        for low in range(first, last + 1, batch_size):
-            high = min(low + batch_size - 1, last)
+
+        def clamp(conn: Connection) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+            return (
+                clamp_future(conn, project=project, cut=cut),
+                layer_store.clamp_future_items(conn, project=project, cut=cut),
+            )
+
+        sessions, items = self._db.run(clamp)
+        total = sum(last - first + 1 for first, last in filter(None, (sessions, items)))
+        changed = done = 0
+        for low, high in _ranges(sessions, batch_size):
             # Session ids are read back only when someone listens for them.
             returning = signals.tier_changed.has_receivers_for(self)
             count, rows = self._db.run(
@@ -179,8 +200,18 @@ class LifecycleMixin(OpRunner):
             changed += count
             if rows:
                 yield Emit(_tier_signals(rows, project))
+            done += high - low + 1
             if progress is not None:
-                progress(high - first + 1, last - first + 1)
+                progress(done, total)
+        for low, high in _ranges(items, batch_size):
+            changed += self._db.run(
+                partial(
+                    layer_store.recalculate_item_batch, project=project, cut=cut, low=low, high=high
+                )
+            )
+            done += high - low + 1
+            if progress is not None:
+                progress(done, total)
         return changed
 
     def recalculate_tiers(
@@ -190,20 +221,24 @@ class LifecycleMixin(OpRunner):
         batch_size: int = DEFAULT_RECALC_BATCH,
         progress: Progress | None = None,
     ) -> int:
-        """Store the tier every session of a project has by its ``last_accessed``.
+        """Store the tier every session and every stored layer item of a project has
+        by its ``last_accessed``.
 
         Runs set-based ``UPDATE`` statements over pk ranges of ``batch_size``
-        sessions, one transaction each; only stale rows are written. After each
-        batch commits, ``tier_changed`` is sent once per new tier with the ids
-        of that batch. Accesses stamped in the future are clamped to now first.
+        sessions, then over id ranges of ``batch_size`` layer items, one
+        transaction each; only stale rows are written. After each session batch
+        commits, ``tier_changed`` is sent once per new tier with the ids of that
+        batch (layer items send no signal). Accesses stamped in the future are
+        clamped to now first.
 
         Args:
             project: the project to refresh (default: this memory's).
-            batch_size: sessions (a pk range) per transaction.
-            progress: called as ``progress(done, total)`` after each batch.
+            batch_size: sessions (a pk range) or items (an id range) per transaction.
+            progress: called as ``progress(done, total)`` after each batch, counting
+                the session pks and item ids of the ranges examined.
 
         Returns:
-            The number of sessions whose stored tier changed.
+            The number of sessions and layer items whose stored tier changed.
 
         Raises:
             InvalidArgument: for a bad argument (before any SQL runs).
@@ -222,17 +257,31 @@ class LifecycleMixin(OpRunner):
 
     def _op_tier_stats(self, project: str | None) -> Op[TierStats]:
         project = self._project_arg(project)
-        predicates = tier_predicates(cutoffs(self._moment(), self.config.tier_policy))
-        query = sa.select(
-            sa.func.count(), *(sa.func.count().filter(predicates[tier]) for tier in MemoryTier)
-        ).where(S.project == project)
-        row = self._db.run(lambda conn: conn.execute(query).one(), write=False)
-        return TierStats(*(int(value) for value in row))
+        cut = cutoffs(self._moment(), self.config.tier_policy)
+        queries = [
+            sa.select(sa.func.count(), *(sa.func.count().filter(p) for p in predicates.values()))
+            .select_from(table)
+            .where(where)
+            for table, where, predicates in (
+                (session_table, S.project == project, tier_predicates(cut)),
+                (
+                    item_table,
+                    layer_store.in_project(project),
+                    tier_predicates(cut, item_table.c.last_accessed),
+                ),
+            )
+        ]
+        rows = self._db.run(
+            lambda conn: [value for query in queries for value in conn.execute(query).one()],
+            write=False,
+        )
+        return TierStats(*(int(value) for value in rows))
         yield  # pragma: no cover - makes this a generator
 
     def get_tier_stats(self, project: str | None = None) -> TierStats:
-        """How many sessions of a project are in each tier, by their current
-        ``last_accessed`` (no need to run :meth:`recalculate_tiers` first).
+        """How many sessions, and how many stored layer items, of a project are in
+        each tier, by their current ``last_accessed`` (no need to run
+        :meth:`recalculate_tiers` first).
 
         Args:
             project: the project to count (default: this memory's).
@@ -290,9 +339,13 @@ class LifecycleMixin(OpRunner):
         cutoff = cutoffs(self._moment(), self.config.tier_policy).expired
         planned = 0
         if dry_run or progress is not None:
-            expired = self._db.run(
-                partial(count_expired, project=project, cutoff=cutoff), write=False
-            )
+
+            def count(conn: Connection) -> int:
+                return count_expired(
+                    conn, project=project, cutoff=cutoff
+                ) + layer_store.count_expired_items(conn, project=project, cutoff=cutoff)
+
+            expired = self._db.run(count, write=False)
             planned = expired if limit is None else min(expired, limit)
             if dry_run:
                 return planned
@@ -305,7 +358,18 @@ class LifecycleMixin(OpRunner):
                 break
             removed += len(batch)
             if batch:
-                yield Emit([("pruned", {"session_ids": batch, "project": project})])
+                yield Emit([("pruned", _pruned(project, sessions=batch))])
+            if progress is not None:
+                progress(removed, max(planned, removed))
+        while limit is None or removed < limit:
+            want = batch_size if limit is None else min(batch_size, limit - removed)
+            items = self._db.run(
+                partial(layer_store.prune_item_batch, project=project, cutoff=cutoff, want=want)
+            )
+            if not items:
+                break
+            removed += len(items)
+            yield Emit([("pruned", _pruned(project, items=items))])
             if progress is not None:
                 progress(removed, max(planned, removed))
         return removed
@@ -318,22 +382,28 @@ class LifecycleMixin(OpRunner):
         batch_size: int = DEFAULT_PRUNE_BATCH,
         progress: Progress | None = None,
     ) -> int:
-        """Delete this project's expired sessions with their entries and summaries.
+        """Delete this project's expired sessions with their entries and summaries,
+        then its expired layer items (episodic, semantic and procedural, of every
+        scope) with their full-text index rows.
 
-        A session is expired when its *current* ``last_accessed`` (re-checked by
-        the ``DELETE`` itself) is strictly older than ``expired_after``: an access
-        that commits first saves it, and one that comes later finds it gone.
-        Oldest first, ``batch_size`` sessions per transaction, ``pruned`` sent
-        after each batch. Running it again deletes nothing new (idempotent).
+        A session or item is expired when its *current* ``last_accessed``
+        (re-checked by the ``DELETE`` itself) is strictly older than
+        ``expired_after``: an access that commits first saves it, and one that
+        comes later finds it gone. Oldest first, ``batch_size`` sessions or items
+        per transaction, ``pruned`` sent after each batch (``session_ids`` of a
+        session batch, ``item_ids`` of an item batch, the other one empty).
+        Running it again deletes nothing new (idempotent).
 
         Args:
-            limit: delete at most this many sessions (``None``: all; ``0``: none).
+            limit: delete at most this many sessions and items together, sessions
+                first (``None``: all; ``0``: none).
             dry_run: only count what would be deleted.
-            batch_size: sessions per transaction.
+            batch_size: sessions or items per transaction.
             progress: called as ``progress(done, total)`` after each batch.
 
         Returns:
-            The number of sessions deleted (or, with ``dry_run``, that would be).
+            The number of sessions and layer items deleted (or, with ``dry_run``,
+            that would be).
 
         Raises:
             InvalidArgument: for a limit that is not an int >= 0 (or a bool), or
@@ -351,6 +421,21 @@ class LifecycleMixin(OpRunner):
     ) -> int:
         """Async :meth:`prune_expired`."""
         return await self._arun(self._op_prune(limit, dry_run, batch_size, progress))
+
+
+def _ranges(bounds: tuple[int, int] | None, size: int) -> list[tuple[int, int]]:
+    """``first..last`` of ``bounds`` cut into consecutive ranges of ``size`` ids."""
+    if bounds is None:
+        return []
+    first, last = bounds
+    return [(low, min(low + size - 1, last)) for low in range(first, last + 1, size)]
+
+
+def _pruned(
+    project: str, *, sessions: tuple[str, ...] = (), items: tuple[int, ...] = ()
+) -> dict[str, Any]:
+    """The keyword arguments of a ``pruned`` signal: one batch's session or item ids."""
+    return {"session_ids": sessions, "item_ids": items, "project": project}
 
 
 def _tier_signals(rows: Changed, project: str) -> list[signals.Pending]:

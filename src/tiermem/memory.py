@@ -462,23 +462,35 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     def add_tool_result(
         self, session_id: str, tool_name: str, output: str, call_id: str | None = None
     ) -> MemoryEntry:
-        """Store a tool result; without ``call_id`` it answers the oldest pending
-        call of ``tool_name``.
+        """Store a tool result answering the call ``call_id``.
+
+        Without a ``call_id`` (``None`` or ``""``, as :meth:`add_tool_call` generates
+        an id for either) it answers the oldest pending call of ``tool_name``: of
+        that tool's unanswered calls, the one made first, whatever the ids are.
 
         Raises:
-            InvalidContent: if no such call is pending.
+            InvalidContent: if no such call is pending, or ``call_id`` is not a str.
         """
-        resolved = call_id or self._run(self._op_pending_call(session_id, tool_name))
-        return self.add_message(session_id, _tool_result(tool_name, output, resolved))
+        return self._run(self._op_tool_result(session_id, tool_name, output, call_id))
 
     async def aadd_tool_result(
         self, session_id: str, tool_name: str, output: str, call_id: str | None = None
     ) -> MemoryEntry:
         """Async :meth:`add_tool_result`."""
-        resolved = call_id
-        if resolved is None:
-            resolved = await self._arun(self._op_pending_call(session_id, tool_name))
-        return await self.aadd_message(session_id, _tool_result(tool_name, output, resolved))
+        return await self._arun(self._op_tool_result(session_id, tool_name, output, call_id))
+
+    def _op_tool_result(
+        self, session_id: str, tool_name: str, output: str, call_id: str | None
+    ) -> Op[MemoryEntry]:
+        validate_session_id(session_id)
+        _text(tool_name)
+        _text(output)
+        if call_id is not None and not isinstance(call_id, str):
+            raise InvalidContent(f"call_id must be a str or None, got {type(call_id).__name__}")
+        if not call_id:
+            call_id = yield from self._op_pending_call(session_id, tool_name)
+        prepared = [self._prepare(_tool_result(tool_name, output, call_id))]
+        return (yield from self._op_append(session_id, prepared))[0]
 
     def _op_pending_call(self, session_id: str, tool_name: str) -> Op[str]:
         validate_session_id(session_id)
@@ -491,6 +503,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             pending: dict[str, str] = (
                 json.loads(session["pending_calls"]) if session is not None else {}
             )
+            # pending_calls keeps the calls in the order they were made.
             for call_id, name in pending.items():
                 if name == tool_name:
                     return call_id

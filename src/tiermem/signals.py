@@ -13,7 +13,8 @@ Signals and their keyword arguments:
 * ``compression_failed``: ``session_id``, ``error`` (the :class:`~tiermem.errors.TiermemError`).
 * ``session:cleared``: ``session_id``, ``entries_removed`` (int).
 * ``tier_changed``: ``session_ids`` (tuple of str), ``tier`` (str), ``project`` (str).
-* ``pruned``: ``session_ids`` (tuple of str), ``project`` (str).
+* ``pruned``: ``session_ids`` (tuple of str), ``item_ids`` (tuple of int: layer
+  items), ``project`` (str); one batch's sessions or items, the other tuple empty.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ compression_failed = _signals.signal(
 )
 session_cleared = _signals.signal("session:cleared", doc="A session was cleared.")
 tier_changed = _signals.signal("tier_changed", doc="Sessions moved to another tier.")
-pruned = _signals.signal("pruned", doc="Expired sessions were deleted.")
+pruned = _signals.signal("pruned", doc="Expired sessions or layer items were deleted.")
 
 SIGNAL_NAMES = tuple(_signals)
 

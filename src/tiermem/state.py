@@ -277,7 +277,7 @@ class ImportPlan:
                 summary_count=len(top),
                 summary_tokens=sum(self.summary_tokens[i] for i in top),
                 encoding=self.encoding,
-                pending_calls=json.dumps(pending, sort_keys=True),
+                pending_calls=json.dumps(pending),  # in call order, as appends keep it
             )
             .returning(session_table.c.pk)
         ).scalar_one()

@@ -265,7 +265,9 @@ def append(
         pending: dict[str, str] = json.loads(session["pending_calls"])
         for entry in entries:
             _check_tool_pairing(entry.message, pending)
-        counters["pending_calls"] = json.dumps(pending, sort_keys=True)
+        # In the order the calls were made: a result without a call id answers
+        # the oldest pending call of its tool.
+        counters["pending_calls"] = json.dumps(pending)
         pending_json = counters["pending_calls"]
         _driver.write(conn, _sql.SET_PENDING, {"pk_": session["pk"], "pending": pending_json})
     first_seq = session["last_seq"] - len(entries) + 1

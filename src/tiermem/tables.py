@@ -61,7 +61,8 @@ class SessionRow(SQLModel, table=True):
     summary_count: int = 0
     summary_tokens: int = 0
     encoding: str = Field(max_length=64)
-    #: JSON object {tool_call_id: tool_name} of assistant tool calls not yet answered.
+    #: JSON object {tool_call_id: tool_name} of assistant tool calls not yet answered,
+    #: in the order they were made.
     pending_calls: str = Field(default="{}", sa_type=sa.Text)
     claim_token: str | None = Field(default=None, max_length=64)
     claim_expires_at: datetime | None = Field(default=None, sa_type=_utc())

@@ -79,17 +79,20 @@ def test_special_character_queries_are_text(memory: ConversationMemory, layer: L
 def test_score_adds_recency_bonus_and_tier_boost(
     memory: ConversationMemory, clock: ManualClock
 ) -> None:
-    """Equal text scores 1.0 + recency (0.5 now, 0.25 at 12 h) + tier boost of the last access."""
+    """Equal text scores 1.0 + recency (0.5 now, 0.25 at 12 h) + tier boost of the last
+    access (ARCHIVED 0); an expired item is no hit at all."""
     layers = memory.layers("score")
+    layers.append("episodic", "identical text")
+    clock.advance(days=20)
     old = layers.append("episodic", "identical text")
-    clock.advance(days=40)
+    clock.advance(days=20)
     half = layers.append("episodic", "identical text")
     clock.advance(hours=12)
     fresh = layers.append("episodic", "identical text")
     hits = {hit.item.id: hit.score for hit in layers.search("episodic", "identical")}
     assert hits[fresh.id] == pytest.approx(1.0 + 0.5 + 0.3, abs=1e-3)
     assert hits[half.id] == pytest.approx(1.0 + 0.25 + 0.1, abs=1e-3)
-    assert hits[old.id] == pytest.approx(1.0 + 0.0 - 0.2, abs=1e-3)
+    assert hits[old.id] == pytest.approx(1.0 + 0.0 + 0.0, abs=1e-3)
     assert list(hits) == [fresh.id, half.id, old.id]
 
 

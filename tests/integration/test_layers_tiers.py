@@ -25,6 +25,16 @@ def _tiers(memory: ConversationMemory) -> dict[str, str]:
     return memory.database.run(read, write=False)
 
 
+def _stored(memory: ConversationMemory) -> list[str]:
+    """The contents of every stored item, expired ones included, in id order."""
+
+    def read(conn: Connection) -> list[str]:
+        rows = conn.execute(sa.select(item_table.c.content).order_by(item_table.c.id))
+        return [str(row[0]) for row in rows]
+
+    return memory.database.run(read, write=False)
+
+
 def _aged(memory: ConversationMemory, clock: ManualClock, scope: str = "t") -> None:
     """Items last accessed 40 d, 10 d, 5 h and 10 min before the clock's final time."""
     layers = memory.layers(scope)
@@ -108,26 +118,26 @@ def test_prune_expired_items_oldest_first_with_limit_and_dry_run(
 
     assert prune(dry_run=True) == 3
     assert prune(limit=2) == 2
-    assert [item.content for item in layers.recent("episodic")] == [
-        "idle 35 days",
-        "idle 30 days",
-    ]
+    assert _stored(memory) == ["idle 35 days", "idle 30 days"]
     assert prune() == 1
     assert prune() == 0
+    assert _stored(memory) == ["idle 30 days"]
     assert [item.content for item in layers.recent("episodic")] == ["idle 30 days"]
 
 
 def test_an_access_saves_an_item_from_pruning(
     memory: ConversationMemory, clock: ManualClock
 ) -> None:
-    """A recall or search hit refreshes last_accessed, so the item is no longer expired."""
+    """A recall or search hit before the item expires refreshes last_accessed, so the
+    item does not expire."""
     layers = memory.layers("saved")
     layers.learn("motto", "keep it simple")
     layers.append("episodic", "an old memory of the harbour")
     layers.append("episodic", "an old memory nobody reads")
-    clock.advance(days=31)
+    clock.advance(days=29)
     assert layers.recall("motto") is not None
     assert layers.search("episodic", "harbour")[0].item.memory_tier == "active"
+    clock.advance(days=2)
     pruned = memory.database.run(
         lambda conn: prune_expired_items(conn, memory.project, memory.config.tier_policy, clock.now)
     )

@@ -70,7 +70,9 @@ def test_oldest_first_within_the_limit(
     recorder = SignalRecorder(memory)
     with recorder.recording():
         assert memory.prune_expired(limit=2) == 2
-    assert recorder.of("pruned") == [{"session_ids": tuple(ids[:2]), "project": "default"}]
+    assert recorder.of("pruned") == [
+        {"session_ids": tuple(ids[:2]), "item_ids": (), "project": "default"}
+    ]
     assert session_ids(engine) == {*ids[2:], "fresh"}
     assert memory.prune_expired(limit=10) == 3
     assert session_ids(engine) == {"fresh"}
@@ -232,7 +234,7 @@ def test_only_this_project_is_pruned(
     recorder = SignalRecorder(alpha)
     with recorder.recording():
         assert alpha.prune_expired() == 1
-    assert recorder.of("pruned") == [{"session_ids": ("old0",), "project": "alpha"}]
+    assert recorder.of("pruned") == [{"session_ids": ("old0",), "item_ids": (), "project": "alpha"}]
     assert beta.prune_expired(dry_run=True) == 2
 
 

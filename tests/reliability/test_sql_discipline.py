@@ -86,12 +86,17 @@ def _is_write(statement: str) -> bool:
 
 
 def _locks_session(statement: str) -> bool:
+    """Whether ``statement`` locks the rows its unit writes: a session (or, for the
+    maintenance of layer items, the items themselves) or the schema."""
     upper = statement.upper()
     return (
-        ("FROM TIERMEM_SESSION" in upper and "FOR UPDATE" in upper)
-        or upper.startswith("UPDATE TIERMEM_SESSION")
+        any(f"FROM {table}" in upper and "FOR UPDATE" in upper for table in _LOCKED)
+        or upper.startswith(tuple(f"UPDATE {table}" for table in _LOCKED))
         or "PG_ADVISORY_XACT_LOCK" in upper
     )
+
+
+_LOCKED = ("TIERMEM_SESSION", "TIERMEM_LAYER_ITEM")
 
 
 def _exercise(memory: ConversationMemory, clock: ManualClock) -> None:
@@ -125,11 +130,18 @@ def test_every_write_unit_locks_first(make_memory: MemoryFactory, clock: ManualC
     row, or the schema advisory lock) before any other write."""
     memory = make_memory(config=MemoryConfig(auto_compress=False), summarizer=FakeSummarizer())
     memory.list_sessions()
+    # Expired by the time _exercise recalculates and prunes: those runs write items too.
+    memory.layers("l").learn("fact", "soon expired")
     with captured(memory.engine) as log:
         _exercise(memory, clock)
     transactions = units(log)
     writes = [unit for unit in transactions if any(_is_write(s) for s in unit)]
     assert len(writes) >= 12
+    for item_write in (
+        "UPDATE TIERMEM_LAYER_ITEM SET MEMORY_TIER",
+        "DELETE FROM TIERMEM_LAYER_ITEM",
+    ):
+        assert any(s.upper().startswith(item_write) for unit in writes for s in unit), item_write
     for unit in writes:
         if memory.engine.dialect.name == "sqlite":
             assert unit[0] == "BEGIN IMMEDIATE", unit[:3]

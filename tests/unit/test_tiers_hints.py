@@ -29,3 +29,11 @@ def test_no_active_session_is_reported() -> None:
     """A project with sessions but none active is told so."""
     hints = tier_hints(TierStats(total=4, active=0, recent=4, archived=0, expired=0))
     assert hints == ["no active sessions: none was read or written within the active window"]
+
+
+def test_many_expired_layer_items_suggest_prune() -> None:
+    """From 10% of a project's layer items expired on, the hints suggest prune too; a
+    project with items but no sessions is not called empty."""
+    hints = tier_hints(TierStats(0, 0, 0, 0, 0, items=10, active_items=9, expired_items=1))
+    assert hints == ["1 layer items (10.0%) are expired: run `tiermem prune` to delete them"]
+    assert tier_hints(TierStats(0, 0, 0, 0, 0, items=10, active_items=10)) == []
