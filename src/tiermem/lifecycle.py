@@ -362,7 +362,7 @@ class LifecycleMixin(OpRunner):
             if progress is not None:
                 progress(removed, max(planned, removed))
         while limit is None or removed < limit:
-            want = batch_size if limit is None else min(batch_size, limit - removed)
+            want = per_batch if limit is None else min(per_batch, limit - removed)
             items = self._db.run(
                 partial(layer_store.prune_item_batch, project=project, cutoff=cutoff, want=want)
             )
