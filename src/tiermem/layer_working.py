@@ -9,7 +9,9 @@ working items being the collection.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -36,6 +38,7 @@ class WorkingMemory:
     def __init__(self, scope: str, max_entries: int) -> None:
         self.scope = scope
         self._lock = threading.Lock()
+        _WORKING.add(self)
         self._ids = itertools.count(1)
         self._items: deque[LayerItem] = deque()
         self.max_entries = max_entries
@@ -151,3 +154,18 @@ class WorkingMemory:
                 self._items.popleft()
             self._items.appendleft(summary)
             return summary
+
+
+#: Every working memory, so that a forked child can give each a new lock.
+_WORKING: weakref.WeakSet[WorkingMemory] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    """In a forked child, each working memory keeps its items (they belong to the
+    process, which the child copied) but gets a new lock: a thread of the parent may
+    have held the old one at the fork."""
+    for working in list(_WORKING):
+        working._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

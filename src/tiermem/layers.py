@@ -23,6 +23,7 @@ the same in a transaction of the caller's. The layers' value types
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,16 @@ __all__ = [
 ]
 
 _registry_lock = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    """A forked child gets its own registry lock (a thread of the parent may have
+    held it at the fork, and no thread of the child would ever release it)."""
+    global _registry_lock
+    _registry_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def layered_memory(

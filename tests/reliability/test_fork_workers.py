@@ -178,3 +178,23 @@ def test_a_child_starts_with_an_empty_parse_cache(store: StoreSpec) -> None:
 
         report = in_child(child)
     assert report == {"cached": 0, "contents": expected}
+
+
+def test_a_fork_while_layer_locks_are_held_leaves_the_child_working(store: StoreSpec) -> None:
+    """A fork while parent threads hold the layer registry's lock and a working memory's
+    lock gives a child whose layers work (no lock the child can never take)."""
+    from tiermem import layers
+
+    with open_memory(store, config=BUDGET, summarizer=FakeSummarizer()) as parent:
+        working = parent.layers("notes")
+        working.append("working", "parent note")
+
+        def child() -> Report:
+            child_layers = parent.layers("notes")
+            child_layers.append("working", "child note")
+            fresh = parent.layers("other")
+            return {"working": len(child_layers.recent("working", 10)), "other": fresh.scope}
+
+        with layers._registry_lock, working._working._lock:
+            report = in_child(child)
+    assert report == {"working": 2, "other": "other"}
