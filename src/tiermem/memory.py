@@ -23,6 +23,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import _failpoints, signals, store
 from ._messages import (
+    check_entry_size,
+    check_message_id,
     classify,
     remember,
     render_text,
@@ -209,6 +211,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     ) -> store.NewEntry:
         """Validate, serialize and count a message before any transaction opens."""
         message_json = serialize(message, max_chars=self.config.max_entry_chars)
+        check_message_id(message)
+        metadata_json = serialize_metadata(metadata or {})
+        check_entry_size(message_json, metadata_json, self.config.max_entry_chars)
         remember(message_json, message)  # the turn reads it straight back
         entry_type, role = classify(message)
         return store.NewEntry(
@@ -219,7 +224,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             message_json=message_json,
             token_count=self.counter.count_message(message),
             pinned=pinned,
-            metadata_json=serialize_metadata(metadata or {}),
+            metadata_json=metadata_json,
         )
 
     def _op_append(
@@ -532,7 +537,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
                 store.read_summaries(conn, session, top_only=False),
             )
 
-        return self._db.run(work, write=False)
+        # Several statements: one snapshot, or a compression committing between them
+        # would give summaries and entries of two different states.
+        return self._db.run(work, write=False, snapshot=True)
         yield  # pragma: no cover
 
     def export_session(self, session_id: str) -> SessionState:
@@ -550,7 +557,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     def _op_import(
         self, state: SessionState | str | bytes, overwrite: bool, session_id: str | None
     ) -> Op[str]:
-        plan = import_state(state, self.counter, session_id=session_id)
+        plan = import_state(
+            state, self.counter, session_id=session_id, max_entry_chars=self.config.max_entry_chars
+        )
         now = self.now()
         target = plan.session_id
         self._db.run(lambda conn: plan.write(conn, self.project, overwrite=overwrite, now=now))

@@ -111,7 +111,7 @@ CASES: dict[str, tuple[Damage, str]] = {
     "orphan": (_orphan, "I2 a row of tiermem_entry points at the missing tiermem_session.pk"),
     "unlinked": (_unlink, "covers no entry"),
     "error-stub": (_stub, "is an error stub"),
-    "pinned-compressed": (_pin_compressed, "I5 pinned entry"),
+    "pinned-compressed": (_pin_compressed, "pinned entries are never compressed"),
     "half-claim": (_half_claim, "I12 session 's' has a half-recorded compression claim"),
     "unknown-tier": (_unknown_tier, "I11 session 's' has unknown tier 'frozen'"),
     "ghost-pending": (_ghost_pending, "pending_calls"),
@@ -121,7 +121,7 @@ CASES: dict[str, tuple[Damage, str]] = {
     "future-access": (_future_access, "I8 session 's' accessed in the future"),
     "long-claim": (_long_claim, "I12 session 's' holds a claim that outlives its lease"),
     "tier-older-than-access": (_stale_backwards_tier, "I11 session 's' is stored expired"),
-    "overlap": (_overlap, "cover overlapping ranges"),
+    "overlap": (_overlap, "summary ranges overlap"),
 }
 
 
