@@ -13,6 +13,7 @@ with the importing memory's encoding; stored counts are never trusted.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -175,11 +176,10 @@ class SessionState(_Strict):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        counts = Counter(key for key, _ in pairs)
+        raise ValueError(f"duplicate key {next(k for k, n in counts.items() if n > 1)!r}")
     return result
 
 
@@ -187,16 +187,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_CONTAINERS = (dict, list)
+
+
 def _check_depth(value: Any) -> None:
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    # Only containers go on the stack: scalars (most values) cannot nest.
+    stack: list[tuple[Any, int]] = [(value, 0)] if type(value) in _CONTAINERS else []
     while stack:
         item, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ImportValidationError(f"JSON nested deeper than {MAX_DEPTH}")
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
+        children = item.values() if type(item) is dict else item
+        stack.extend((child, depth + 1) for child in children if type(child) in _CONTAINERS)
 
 
 # --------------------------------------------------------------------------- export
@@ -275,6 +277,10 @@ class ImportPlan:
         """
         pk = self._session_row(conn, project, overwrite=overwrite, now=now)
         state = self.state
+        if conn.dialect.name == "postgresql":
+            # The INSERTs below run once per row: one generic plan serves every row (the
+            # transaction's forced custom plans would plan each row afresh).
+            conn.exec_driver_sql("SET LOCAL plan_cache_mode = auto")
         # Every summary in one statement, then every parent link in one more.
         summary_rows = [
             {
@@ -447,11 +453,8 @@ def import_state(
     except InvalidArgument as exc:
         raise ImportValidationError(str(exc), path="$.session_id") from exc
     messages, message_texts, metadata_texts = _validate_entries(state, max_entry_chars)
-    try:
-        dumps(state.model_dump(mode="json"))
-        state.to_json().encode("utf-8")
-    except (ValueError, UnicodeEncodeError) as exc:
-        raise ImportValidationError(f"export holds invalid text: {exc}") from exc
+    for position, summary in enumerate(state.summaries):
+        _check_text(summary.content, f"$.summaries[{position}].content")
     entry_tokens = [counter.count_message(m) for m in messages]
     summary_tokens = [counter.count_text(s.content) for s in state.summaries]
     original_tokens = _covered_tokens(state, entry_tokens, summary_tokens)
@@ -503,6 +506,14 @@ def _call_names(message: BaseMessage) -> list[str]:
     return [call["name"] for call in getattr(message, "tool_calls", None) or []]
 
 
+def _check_text(text: str, path: str) -> None:
+    """Text every backend stores: valid Unicode (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ImportValidationError(f"invalid text: {exc}", path=path) from exc
+
+
 def _covered_tokens(
     state: SessionState, entry_tokens: list[int], summary_tokens: list[int]
 ) -> list[int]:
@@ -548,6 +559,8 @@ def _validate_entries(
             message_text, metadata_text = dumps(entry.message), dumps(entry.metadata)
         except ValueError as exc:  # NaN or infinity in a SessionState built in Python
             raise ImportValidationError(f"not valid JSON: {exc}", path=path) from exc
+        _check_text(message_text, f"{path}.message")
+        _check_text(metadata_text, f"{path}.metadata")
         try:
             check_message_id(message)
         except InvalidArgument as exc:
