@@ -156,20 +156,20 @@ def unanswered_calls(entries: Sequence[EntryFacts]) -> dict[str, str]:
 
 
 def _children(summaries: Sequence[SummaryFacts]) -> list[list[int]]:
+    """Positions of each summary's children (links that point nowhere left out)."""
     children: list[list[int]] = [[] for _ in summaries]
     for position, summary in enumerate(summaries):
         parent = summary.parent
-        if _valid(parent, len(summaries)) and parent != position:
-            assert parent is not None
+        if parent is not None and 0 <= parent < len(summaries) and parent != position:
             children[parent].append(position)
     return children
 
 
 def _linked(entries: Sequence[EntryFacts], count: int) -> list[list[int]]:
+    """Positions of the entries linked to each summary, in seq order."""
     linked: list[list[int]] = [[] for _ in range(count)]
     for position, entry in enumerate(entries):
-        if _valid(entry.summary, count):
-            assert entry.summary is not None
+        if entry.summary is not None and 0 <= entry.summary < count:
             linked[entry.summary].append(position)
     return linked
 

@@ -317,7 +317,11 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         ``additional_kwargs`` round-trip exactly).
 
         Raises:
-            InvalidSessionId, InvalidContent, EntryTooLarge, StorageError.
+            InvalidSessionId, StorageError.
+            InvalidContent: for content that cannot be stored exactly, or a message id
+                longer than 255 characters.
+            EntryTooLarge: when the message and ``metadata`` JSON exceed
+                ``max_entry_chars``.
         """
         return self._run(self._op_append(session_id, [self._prepare(message, metadata=metadata)]))[
             0
@@ -576,12 +580,20 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         """Store an exported session (a ``SessionState`` or its JSON), validated first
         and written all-or-nothing. Returns the session id.
 
+        The validation applies the structural rules ``check_invariants`` checks, the
+        entry size limit (``max_entry_chars``), message ids of at most 255 characters,
+        and the ranges both backends store (INTEGER values, UTC times within the years
+        1-9999 with a day to spare). Overwrite imports of one session racing each other
+        (or an append) run one after the other: the later one replaces the earlier.
+
         Args:
             overwrite: replace an existing session of that id atomically.
             session_id: import under another id.
 
         Raises:
             ImportValidationError: for invalid input or an existing session.
+            StorageBusy: the session kept being created again by other writers
+                while the import ran (retry later).
         """
         return self._run(self._op_import(state, overwrite, session_id))
 

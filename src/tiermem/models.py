@@ -71,7 +71,8 @@ class MemoryConfig:
             never blocks a session forever.
         backoff_base / backoff_max: seconds automatic compression pauses after
             a failure, doubling per consecutive failure up to the maximum.
-        max_entry_chars: largest accepted entry (JSON characters).
+        max_entry_chars: largest accepted entry: the JSON characters of its message
+            and its metadata together, for ``add_*`` and for imported entries alike.
         max_summarizer_input_tokens: most tokens one summarizer call receives.
         summary_prompt: a custom prompt with ``{conversation}`` and
             ``{target_tokens}`` placeholders.

@@ -130,3 +130,24 @@ def test_checker_reads_one_snapshot(
     assert invariants.find_violations(engine) == []
     assert fired
     assert memory.get_stats("s").summaries == 1
+
+
+def test_a_snapshot_transaction_sees_one_state(make_memory: MemoryFactory) -> None:
+    """``Database.run(..., snapshot=True)`` reads one state however many statements it
+    runs: an append committed between two of its reads is not seen by the second."""
+    memory = make_memory(config=CONFIG)
+    writer = make_memory(config=CONFIG)
+    memory.add_user_message("s", "first")
+
+    def count(conn: Connection) -> int:
+        return len(
+            store.read_entries(conn, memory._session(conn, "s", lock=False), active_only=False)
+        )
+
+    def twice(conn: Connection) -> tuple[int, int]:
+        before = count(conn)
+        _in_thread(lambda: writer.add_user_message("s", "second"))
+        return before, count(conn)
+
+    assert memory.database.run(twice, write=False, snapshot=True) == (1, 1)
+    assert len(memory.get_entries("s")) == 2
