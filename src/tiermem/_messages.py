@@ -24,6 +24,9 @@ from .errors import EntryTooLarge, InvalidContent, InvalidSessionId
 from .models import EntryType
 
 _SESSION_ID_MAX = 255
+#: The longest message id stored (the ``message_id`` column is VARCHAR(255) on
+#: PostgreSQL; SQLite gets the same limit so every store holds what the other does).
+MESSAGE_ID_MAX = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: The key under which the summary message of get_messages carries its summary ids.
 SUMMARY_MARKER = "tiermem_summary_ids"
@@ -135,12 +138,7 @@ def serialize(message: BaseMessage, *, max_chars: int) -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidContent(f"message is not JSON-serializable: {exc}") from exc
     _check_encodable(text, "message", InvalidContent)
-    if len(text) > max_chars:
-        raise EntryTooLarge(
-            f"entry of {len(text)} characters exceeds max_entry_chars={max_chars}",
-            size=len(text),
-            limit=max_chars,
-        )
+    check_entry_size(text, "", max_chars)  # before its metadata is even serialized
     return text
 
 
@@ -154,6 +152,36 @@ def serialize_metadata(metadata: Mapping[str, Any]) -> str:
         raise InvalidContent(f"metadata is not JSON-serializable: {exc}") from exc
     _check_encodable(text, "metadata", InvalidContent)
     return text
+
+
+def check_entry_size(message_json: str, metadata_json: str, max_chars: int) -> None:
+    """The one size limit of an entry: its message JSON and its metadata JSON
+    together hold at most ``max_chars`` characters (``MemoryConfig.max_entry_chars``).
+
+    Raises:
+        EntryTooLarge: above the limit.
+    """
+    size = len(message_json) + len(metadata_json)
+    if size > max_chars:
+        raise EntryTooLarge(
+            f"entry of {size} characters (message and metadata) exceeds "
+            f"max_entry_chars={max_chars}",
+            size=size,
+            limit=max_chars,
+        )
+
+
+def check_message_id(message: BaseMessage) -> None:
+    """A message id is stored as text of at most :data:`MESSAGE_ID_MAX` characters
+    (an id holding NUL counts as its escaped form, see :func:`store_text`).
+
+    Raises:
+        InvalidContent: for a longer id.
+    """
+    if message.id is not None and len(store_text(message.id)) > MESSAGE_ID_MAX:
+        raise InvalidContent(
+            f"message id of {len(message.id)} characters exceeds the limit of {MESSAGE_ID_MAX}"
+        )
 
 
 _CACHED_CHARS = 64_000

@@ -52,6 +52,12 @@ _SCHEMA_LOCK_KEY = 0x7469_6572  # "tier": advisory lock serializing schema creat
 #: made for the actual parameters every time; SET LOCAL keeps an application's
 #: own use of the connections untouched.
 _PG_PROLOGUE_READ = "SET LOCAL plan_cache_mode = force_custom_plan"
+#: Prepended for a snapshot transaction on PostgreSQL: every statement then sees the
+#: database as of the first one (READ COMMITTED takes a new snapshot per statement,
+#: so a commit landing between two reads would show each a different state). Read-only
+#: REPEATABLE READ transactions never fail with serialization errors.
+_PG_SNAPSHOT_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+_PG_SNAPSHOT_WRITE = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
 
 
 def translate_error(error: BaseException) -> StorageError:
@@ -256,13 +262,16 @@ class Database:
         self._schema_ready = True
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[Connection]:
+    def _transaction(self, *, write: bool, snapshot: bool = False) -> Iterator[Connection]:
         self._check_fork()
         conn = self._checkout(write)
         try:
             with conn.begin():
                 if self.is_postgres:
-                    conn.exec_driver_sql(self._pg_prologue_write if write else _PG_PROLOGUE_READ)
+                    prologue = self._pg_prologue_write if write else _PG_PROLOGUE_READ
+                    if snapshot:
+                        prologue = (_PG_SNAPSHOT_WRITE if write else _PG_SNAPSHOT_READ) + prologue
+                    conn.exec_driver_sql(prologue)
                 yield conn
                 if write:
                     _failpoints.hit("transaction.before_commit")
@@ -292,8 +301,18 @@ class Database:
                     return
         conn.close()
 
-    def run(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
+    def run(
+        self, work: Callable[[Connection], T], *, write: bool = True, snapshot: bool = False
+    ) -> T:
         """Run ``work`` in one transaction, retrying PostgreSQL serialization failures.
+
+        Args:
+            work: the transaction's body.
+            write: open a write transaction (``BEGIN IMMEDIATE`` on SQLite).
+            snapshot: every statement of ``work`` sees one snapshot of the database.
+                A SQLite transaction always does (WAL keeps the snapshot of its first
+                read); on PostgreSQL this runs it at REPEATABLE READ (READ ONLY for a
+                read). Reads of several statements that must agree use it.
 
         Raises:
             StorageError: (a subclass) when the database fails; nothing was committed.
@@ -301,7 +320,7 @@ class Database:
         self.ensure_schema()
         for attempt in range(_MAX_RETRIES):
             try:
-                with self._transaction(write=write) as conn:
+                with self._transaction(write=write, snapshot=snapshot) as conn:
                     return work(conn)
             except exc.DBAPIError as error:
                 sqlstate = getattr(error.orig, "sqlstate", None)

@@ -11,8 +11,9 @@ fails a test with them. Each line starts with the invariant it breaks:
 * I3 order: seqs of a session are 1..N with ``last_seq`` = N.
 * I4 tokens: the session counters equal what its rows add up to; with
   ``deep`` every count is recomputed with the session's recorded encoding.
-* I5 tool pairing: each result follows its call on the same side of the
-  compression boundary; ``pending_calls`` lists exactly the unanswered calls;
+* I5 tool pairing: each result answers the latest earlier open call of its id
+  (an id may be reused once answered), on the same side of the compression
+  boundary; ``pending_calls`` lists exactly the unanswered calls;
   with ``deep`` the rendered context passes the provider-shape rules
   (:func:`provider_shape_problems`).
 * I6 summaries: non-empty, not an error stub, shorter than what they cover,
@@ -28,12 +29,17 @@ fails a test with them. Each line starts with the invariant it breaks:
 * I12 claims: a claim has a token and an expiry (with ``now`` and
   ``claim_ttl``, one that does not outlive its lease).
 
+The structural rules (I1, I2's summary structure, I5's tool pairing, I6) are
+those an import enforces, in one place, :mod:`tiermem._structure`: the
+doctor reads each session's summaries and the structural columns of its
+entries and runs them, so an import never accepts a session the doctor reports.
 Counting checks are set-based SQL; the deep checks read each session's rows.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
@@ -45,6 +51,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from ._messages import classify, deserialize, load_text, render_text, tool_call_ids
+from ._structure import EntryFacts, SummaryFacts, session_problems, unanswered_calls
 from .tables import entry_table, session_table, summary_table, tiermem_tables
 from .tiers import MemoryTier, TierPolicy, calculate_tier
 
@@ -53,8 +60,6 @@ __all__ = ["find_violations", "provider_shape_problems"]
 S, E, M = session_table.c, entry_table.c, summary_table.c
 Provider = Literal["openai", "anthropic"]
 
-#: Texts a failed summarizer call produces instead of a summary (I6).
-_ERROR_STUBS = ("error generating summary", "error:", "an error occurred")
 _TIER_AGE = {MemoryTier.ACTIVE: 0, MemoryTier.RECENT: 1, MemoryTier.ARCHIVED: 2}
 
 
@@ -92,9 +97,13 @@ def find_violations(
 
     if isinstance(engine, Connection):
         return run(engine)
-    # A read transaction (plain BEGIN on SQLite): one consistent snapshot, no write lock.
+    # One snapshot for every check, without a write lock: a read transaction (plain
+    # BEGIN on SQLite, whose WAL keeps the snapshot of its first read), REPEATABLE READ
+    # on PostgreSQL (where READ COMMITTED would show each statement a different state).
     with engine.connect().execution_options(tiermem_read=True) as conn:
         try:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             return run(conn)
         finally:
             conn.rollback()
@@ -122,7 +131,7 @@ def _violations(
     problems = [messages[row[0]].format(*row[1:]) for row in rows]
     problems += _counters(conn)
     problems += _sequences(conn)
-    problems += _tool_pairs(conn)
+    problems += _structure(conn)
     problems += _tiers(conn, now, policy)
     if deep:
         problems += _deep(conn)
@@ -265,99 +274,9 @@ def _sequences(conn: Connection) -> list[str]:
 
 
 def _summaries(checks: list[Check]) -> None:
-    checks.append(
-        (
-            sa.select(E.id, E.summary_id)
-            .join(summary_table, M.id == E.summary_id)
-            .where(M.session_pk != E.session_pk),
-            "I1 entry {0} is linked to summary {1} of another session",
-        )
-    )
-    checks.append(
-        (
-            sa.select(E.id, E.summary_id, M.level)
-            .join(summary_table, M.id == E.summary_id)
-            .where(M.level != 1),
-            "I1 entry {0} is linked to summary {1} of level {2}, not a level-1 summary",
-        )
-    )
-    checks.append(
-        (
-            sa.select(M.id).where(M.level == 1, ~sa.exists().where(E.summary_id == M.id)),
-            "I2 summary {0} covers no entry",
-        )
-    )
-    child = summary_table.alias("child")
-    checks.append(
-        (
-            sa.select(M.id).where(M.level > 1, ~sa.exists().where(child.c.parent_id == M.id)),
-            "I2 merged summary {0} has no child summary",
-        )
-    )
-    parent = summary_table.alias("parent")
-    checks.append(
-        (
-            sa.select(M.id, parent.c.id)
-            .join(parent, parent.c.id == M.parent_id)
-            .where(
-                sa.or_(
-                    parent.c.session_pk != M.session_pk,
-                    parent.c.level <= M.level,
-                    parent.c.first_seq > M.first_seq,
-                    parent.c.last_seq < M.last_seq,
-                )
-            ),
-            "I2 summary {0} has parent {1} of another session, a lower level or a narrower range",
-        )
-    )
-    checks.append(
-        (
-            sa.select(M.id, M.first_seq, M.last_seq).where(
-                sa.or_(M.first_seq < 1, M.first_seq > M.last_seq)
-            ),
-            "I2 summary {0} has the empty or invalid range {1}..{2}",
-        )
-    )
-    checks.append(
-        (
-            sa.select(M.id).where(
-                sa.or_(M.content == "", M.token_count >= M.original_token_count, M.token_count < 0)
-            ),
-            "I6 summary {0} is empty or not shorter than what it covers",
-        )
-    )
-    lowered = sa.func.lower(sa.func.ltrim(M.content))
-    checks.append(
-        (
-            sa.select(M.id).where(sa.or_(*(lowered.startswith(stub) for stub in _ERROR_STUBS))),
-            "I6 summary {0} is an error stub, not a summary",
-        )
-    )
-    checks.append(
-        (
-            sa.select(M.id, E.seq)
-            .join(entry_table, E.summary_id == M.id)
-            .where(E.timestamp > M.created_at),
-            "I6 summary {0} was created before entry seq {1} it covers",
-        )
-    )
-    # Each leaf summary links exactly the unpinned entries of its seq range.
+    """The recorded entry counts of summaries (the structure itself is checked by
+    :func:`_structure`)."""
     linked = sa.select(sa.func.count(E.id)).where(E.summary_id == M.id).scalar_subquery()
-    in_range = (
-        sa.select(sa.func.count(E.id))
-        .where(
-            E.session_pk == M.session_pk,
-            E.seq.between(M.first_seq, M.last_seq),
-            E.pinned.is_(False),
-        )
-        .scalar_subquery()
-    )
-    checks.append(
-        (
-            sa.select(M.id, linked, in_range).where(M.level == 1, linked != in_range),
-            "I2 summary {0} links {1} entries but its range holds {2}",
-        )
-    )
     checks.append(
         (
             sa.select(M.id, M.entry_count, linked).where(M.level == 1, M.entry_count != linked),
@@ -365,6 +284,7 @@ def _summaries(checks: list[Check]) -> None:
         )
     )
     # A merged summary records the entries of its children (a merge reads no entry ids).
+    child = summary_table.alias("child")
     children = (
         sa.select(sa.func.coalesce(sa.func.sum(child.c.entry_count), 0))
         .where(child.c.parent_id == M.id)
@@ -376,88 +296,118 @@ def _summaries(checks: list[Check]) -> None:
             "I2 merged summary {0} records {1} entries but its children hold {2}",
         )
     )
-    # Summaries of one level never overlap, nor do the top-level ones.
-    other = summary_table.alias("other")
-    overlap = sa.and_(
-        other.c.session_pk == M.session_pk,
-        other.c.id > M.id,
-        other.c.first_seq <= M.last_seq,
-        M.first_seq <= other.c.last_seq,
-    )
-    same_layer = sa.or_(
-        other.c.level == M.level, sa.and_(other.c.parent_id.is_(None), M.parent_id.is_(None))
-    )
-    checks.append(
-        (
-            sa.select(M.id, other.c.id).join(other, sa.and_(overlap, same_layer)),
-            "I2 summaries {0} and {1} cover overlapping ranges",
-        )
-    )
-    # Prefix compression: no unpinned active entry before a compressed one.
-    last_compressed = (
-        sa.select(E.session_pk.label("pk"), sa.func.max(E.seq).label("seq"))
-        .where(E.summary_id.is_not(None))
-        .group_by(E.session_pk)
-        .subquery()
-    )
-    checks.append(
-        (
-            sa.select(E.session_pk, E.seq)
-            .join(last_compressed, last_compressed.c.pk == E.session_pk)
-            .where(E.summary_id.is_(None), E.pinned.is_(False), E.seq < last_compressed.c.seq),
-            "I2 session pk {0}: active entry seq {1} inside the compressed prefix",
-        )
-    )
-    checks.append(
-        (
-            sa.select(E.id).where(E.pinned.is_(True), E.summary_id.is_not(None)),
-            "I5 pinned entry {0} is compressed",
-        )
-    )
 
 
-def _tool_pairs(conn: Connection) -> list[str]:
-    query = (
-        sa.select(S.session_id, E.seq, E.type, E.message, E.summary_id)
-        .join(session_table, S.pk == E.session_pk)
-        .where(E.type.in_(("tool_call", "tool_result")))
+#: Entry types whose stored message the structural pass reads (for its tool calls).
+_TOOL_TYPES = ("tool_call", "tool_result")
+#: Entry rows fetched at a time by the structural pass.
+_BATCH = 2_000
+
+
+def _structure(conn: Connection) -> list[str]:
+    """The structural rules an import also enforces (:mod:`tiermem._structure`),
+    session by session (by row: two projects may both have a session ``chat-1``),
+    and ``pending_calls`` against the calls left unanswered."""
+    summaries = _summary_rows(conn)
+    sessions = conn.execute(sa.select(S.pk, S.session_id, S.pending_calls).order_by(S.pk)).all()
+    message = sa.case((E.type.in_(_TOOL_TYPES), E.message), else_=sa.null())
+    rows = conn.execute(
+        sa.select(E.session_pk, E.seq, E.pinned, E.summary_id, E.timestamp, E.type, message)
         .order_by(E.session_pk, E.seq)
+        .execution_options(yield_per=_BATCH)
     )
-    calls: dict[tuple[str, str], int | None] = {}
-    names: dict[tuple[str, str], str] = {}
-    answered: defaultdict[str, set[str]] = defaultdict(set)
+    problems: list[str] = []
+    try:
+        groups = itertools.groupby(rows, key=lambda row: int(row[0]))
+        group = next(groups, None)
+        for pk, sid, pending in sessions:
+            while group is not None and group[0] < pk:  # entries of no session: see _orphans
+                group = next(groups, None)
+            entries = list(group[1]) if group is not None and group[0] == pk else []
+            problems += _session_structure(sid, pending, summaries.get(pk, []), entries)
+    finally:
+        rows.close()  # entries of no session may be left unread (a server-side cursor)
+    return problems
+
+
+def _summary_rows(conn: Connection) -> dict[int, list[Any]]:
+    """Every summary, by session pk, in the order of an export (first seq, level)."""
+    summaries: defaultdict[int, list[Any]] = defaultdict(list)
+    query = sa.select(
+        M.session_pk,
+        M.id,
+        M.level,
+        M.first_seq,
+        M.last_seq,
+        M.parent_id,
+        M.created_at,
+        M.content,
+        M.token_count,
+        M.original_token_count,
+    ).order_by(M.session_pk, M.first_seq, M.level, M.id)
+    for row in conn.execute(query):
+        summaries[row[0]].append(row)
+    return summaries
+
+
+def _session_structure(
+    sid: str, pending: str | None, summary_rows: Sequence[Any], entry_rows: Sequence[Any]
+) -> list[str]:
+    positions = {row[1]: position for position, row in enumerate(summary_rows)}
+    nowhere = len(summary_rows)  # the position of a summary not in this session
+    summaries = [
+        SummaryFacts(
+            level=row[2],
+            first_seq=row[3],
+            last_seq=row[4],
+            parent=None if row[5] is None else positions.get(row[5], nowhere),
+            created_at=_utc(row[6]),
+            content=load_text(row[7]),
+            tokens=row[8],
+            original_tokens=row[9],
+        )
+        for row in summary_rows
+    ]
+    entries = [
+        EntryFacts(
+            row[1],
+            bool(row[2]),
+            None if row[3] is None else positions.get(row[3], nowhere),
+            _utc(row[4]),
+            *_tool_facts(row[5], row[6]),
+        )
+        for row in entry_rows
+    ]
     problems = []
-    for sid, seq, kind, raw, summary_id in conn.execute(query):
+    for problem in session_problems(entries, summaries):
+        if problem.kind == "entries":
+            names = [f"entry seq {entries[position].seq}" for position in problem.where]
+        else:
+            names = [f"summary {summary_rows[position][1]}" for position in problem.where]
+        where = f" {' and '.join(names)}" if names else ""
+        problems.append(f"{problem.invariant} session {sid!r}{where}: {problem.message}")
+    unanswered = unanswered_calls(entries)
+    if json.loads(pending or "{}") != unanswered:
+        problems.append(
+            f"I5 session {sid!r}: pending_calls {pending} do not match the unanswered "
+            f"calls {json.dumps(unanswered, sort_keys=True)}"
+        )
+    return problems
+
+
+def _tool_facts(kind: str, raw: str | None) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """The tool calls an entry makes and the call it answers, from its stored JSON
+    (a message that does not load is reported by the deep checks)."""
+    if raw is None:
+        return (), None
+    try:
         data = json.loads(raw)["data"]
         if kind == "tool_call":
-            for call in data.get("tool_calls", []):
-                key = (sid, call.get("id") or "")
-                if key in calls:
-                    problems.append(f"I5 session {sid!r}: tool call id {key[1]!r} used twice")
-                calls[key] = summary_id
-                names[key] = call.get("name", "")
-        else:
-            key = (sid, data.get("tool_call_id") or "")
-            if key not in calls:
-                problems.append(f"I5 session {sid!r}: tool result seq {seq} without its call")
-            elif key[1] in answered[sid]:
-                problems.append(f"I5 session {sid!r}: tool result seq {seq} answers a call twice")
-            elif calls[key] != summary_id:
-                problems.append(f"I5 session {sid!r}: tool result seq {seq} split from its call")
-            answered[sid].add(key[1])
-    unanswered: defaultdict[str, dict[str, str]] = defaultdict(dict)
-    for (sid, call_id), summary_id in calls.items():
-        if call_id not in answered[sid]:
-            unanswered[sid][call_id] = names[(sid, call_id)]
-            if summary_id is not None:
-                problems.append(f"I5 session {sid!r}: unanswered tool call {call_id!r} compressed")
-    for sid, pending in conn.execute(sa.select(S.session_id, S.pending_calls)):
-        if json.loads(pending or "{}") != unanswered.get(sid, {}):
-            problems.append(
-                f"I5 session {sid!r}: pending_calls {pending} do not match the unanswered "
-                f"calls {json.dumps(unanswered.get(sid, {}), sort_keys=True)}"
-            )
-    return problems
+            calls = data.get("tool_calls") or []
+            return tuple((c.get("id") or "", c.get("name") or "") for c in calls), None
+        return (), str(data.get("tool_call_id") or "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return (), None
 
 
 def _session_rows(checks: list[Check]) -> None:
@@ -467,6 +417,12 @@ def _session_rows(checks: list[Check]) -> None:
         (
             sa.select(E.id, E.token_count).where(E.token_count < 0),
             "I4 entry {0} has a negative token count {1}",
+        )
+    )
+    checks.append(
+        (
+            sa.select(M.id, M.token_count).where(M.token_count < 0),
+            "I4 summary {0} has a negative token count {1}",
         )
     )
     checks.append(
@@ -577,10 +533,10 @@ def _deep(conn: Connection) -> list[str]:
         # checks elsewhere that they are recorded as pending and never compressed).
         pending = set(json.loads(session["pending_calls"] or "{}"))
         for provider in ("openai", "anthropic"):
-            problems += [
-                f"I5 session {sid!r} ({provider}): {problem}"
-                for problem in provider_shape_problems(rendered, provider, pending=pending)
-            ]
+            # A call id may come back once its call was answered (models that number
+            # their calls per turn do; the store accepts it).
+            found = provider_shape_problems(rendered, provider, pending=pending, unique_ids=False)
+            problems += [f"I5 session {sid!r} ({provider}): {problem}" for problem in found]
     return problems
 
 
@@ -625,6 +581,7 @@ def provider_shape_problems(
     *,
     pending: Collection[str] = (),
     allow_pending_tail: bool = True,
+    unique_ids: bool = True,
 ) -> list[str]:
     """Problems a chat provider would reject in ``messages`` (empty when valid).
 
@@ -641,6 +598,8 @@ def provider_shape_problems(
             stand-in result right after the call is fine too).
         allow_pending_tail: also exempt unanswered calls of the last assistant
             message (a conversation in progress).
+        unique_ids: call ids are unique in the whole conversation; with ``False``
+            only within one assistant message (an id may return once answered).
     """
     problems: list[str] = []
     exempt = set(pending)
@@ -663,7 +622,14 @@ def provider_shape_problems(
         in_results = False
         if isinstance(message, AIMessage) and message.tool_calls:
             ids = tool_call_ids(message)
-            seen.update(ids)
+            if unique_ids:
+                seen.update(ids)
+            else:
+                problems += [
+                    f"message {index}: tool call id {cid!r} appears {n} times"
+                    for cid, n in Counter(ids).items()
+                    if n > 1
+                ]
             waiting, in_results = set(ids), True
             if provider == "anthropic":
                 problems += [f"message {index}: a tool call without an id" for c in ids if not c]

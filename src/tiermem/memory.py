@@ -21,6 +21,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import _failpoints, signals, store
 from ._messages import (
+    check_entry_size,
+    check_message_id,
     classify,
     clear_cache,
     remember,
@@ -214,6 +216,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     ) -> store.NewEntry:
         """Validate, serialize and count a message before any transaction opens."""
         message_json = serialize(message, max_chars=self.config.max_entry_chars)
+        check_message_id(message)
+        metadata_json = serialize_metadata(metadata or {})
+        check_entry_size(message_json, metadata_json, self.config.max_entry_chars)
         remember(message_json, message)  # the turn reads it straight back
         entry_type, role = classify(message)
         return store.NewEntry(
@@ -224,7 +229,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             message_json=message_json,
             token_count=self.counter.count_message(message),
             pinned=pinned,
-            metadata_json=serialize_metadata(metadata or {}),
+            metadata_json=metadata_json,
         )
 
     def _op_append(
@@ -327,7 +332,11 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         ``additional_kwargs`` round-trip exactly).
 
         Raises:
-            InvalidSessionId, InvalidContent, EntryTooLarge, StorageError.
+            InvalidSessionId, StorageError.
+            InvalidContent: for content that cannot be stored exactly, or a message id
+                longer than 255 characters.
+            EntryTooLarge: when the message and ``metadata`` JSON exceed
+                ``max_entry_chars``.
         """
         return self._run(self._op_append(session_id, [self._prepare(message, metadata=metadata)]))[
             0
@@ -578,7 +587,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
                 store.read_summaries(conn, session, top_only=False),
             )
 
-        return self._db.run(work, write=False)
+        # Several statements: one snapshot, or a compression committing between them
+        # would give summaries and entries of two different states.
+        return self._db.run(work, write=False, snapshot=True)
         yield  # pragma: no cover
 
     def export_session(self, session_id: str) -> SessionState:
@@ -596,7 +607,9 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     def _op_import(
         self, state: SessionState | str | bytes, overwrite: bool, session_id: str | None
     ) -> Op[str]:
-        plan = import_state(state, self.counter, session_id=session_id)
+        plan = import_state(
+            state, self.counter, session_id=session_id, max_entry_chars=self.config.max_entry_chars
+        )
         now = self.now()
         target = plan.session_id
         self._db.run(lambda conn: plan.write(conn, self.project, overwrite=overwrite, now=now))
@@ -613,12 +626,20 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         """Store an exported session (a ``SessionState`` or its JSON), validated first
         and written all-or-nothing. Returns the session id.
 
+        The validation applies the structural rules ``check_invariants`` checks, the
+        entry size limit (``max_entry_chars``), message ids of at most 255 characters,
+        and the ranges both backends store (INTEGER values, UTC times within the years
+        1-9999 with a day to spare). Overwrite imports of one session racing each other
+        (or an append) run one after the other: the later one replaces the earlier.
+
         Args:
             overwrite: replace an existing session of that id atomically.
             session_id: import under another id.
 
         Raises:
             ImportValidationError: for invalid input or an existing session.
+            StorageBusy: the session kept being created again by other writers
+                while the import ran (retry later).
         """
         return self._run(self._op_import(state, overwrite, session_id))
 

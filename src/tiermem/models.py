@@ -84,7 +84,8 @@ class MemoryConfig:
         backoff_base / backoff_max: seconds automatic compression pauses after
             a failure, doubling per consecutive failure up to the maximum; each
             at most ``MAX_DURATION_SECONDS`` (10 years).
-        max_entry_chars: largest accepted entry (JSON characters).
+        max_entry_chars: largest accepted entry: the JSON characters of its message
+            and its metadata together, for ``add_*`` and for imported entries alike.
         max_summarizer_input_tokens: most tokens one summarizer call receives.
         summary_prompt: a custom prompt with a ``{conversation}`` placeholder and
             optionally ``{target_tokens}``. Only these two are replaced; any other

@@ -37,7 +37,13 @@ class ReadingMixin(OpRunner):
         self, session_id: str, reader: Callable[[Connection, store.SessionRow], T], empty: T
     ) -> Op[T]:
         """Read inside one transaction that also records the access (and signals
-        ``tier_changed`` when it woke the session)."""
+        ``tier_changed`` when it woke the session).
+
+        The access is written first: it locks the session row (the UPDATE on
+        PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), and every write to a session's
+        entries and summaries holds that lock, so the reads that follow see one state
+        of the session even at READ COMMITTED. (REPEATABLE READ would make an access
+        racing an append fail with serialization errors instead of waiting.)"""
         validate_session_id(session_id)
         now = self.now()
 
@@ -208,7 +214,7 @@ class ReadingMixin(OpRunner):
                 seq_range=(row["first_seq"], row["last_seq"]),
             )
 
-        return self._db.run(work, write=False)
+        return self._db.run(work, write=False, snapshot=True)
         yield  # pragma: no cover
 
     def expand_summary(self, summary_id: int) -> list[MemoryEntry]:
@@ -244,7 +250,9 @@ class ReadingMixin(OpRunner):
                 conn, self.project, query, session_id, limit, now=now, policy=policy
             )
 
-        return self._db.run(work, write=not self._db.is_postgres)
+        # Counts, candidates and rows are read by separate statements: one snapshot.
+        on_pg = self._db.is_postgres
+        return self._db.run(work, write=not on_pg, snapshot=on_pg)
         yield  # pragma: no cover
 
     def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:

@@ -374,7 +374,6 @@ def test_memory_context_manager(engine: Engine, clock: ManualClock) -> None:
 def test_call_id_reused_after_its_answer(engine: Engine, clock: ManualClock) -> None:
     """A call id reused once answered (as models numbering calls per turn do) keeps each
     result with its own call in get_messages and in compression."""
-    # Not through make_memory: its invariant check treats a reused id as an I5 violation.
     memory = ConversationMemory(
         engine=engine, clock=clock, summarizer=lambda prompt: "gist", config=NO_AUTO
     )

@@ -73,7 +73,7 @@ def test_doctor_passes_a_healthy_store(store: StoreSpec) -> None:
     ("damage", "expected"),
     [
         (_corrupt_counter, "I4 session 'a': counters"),
-        (_cross_link, "of another session"),
+        (_cross_link, "linked to a summary not in this session"),
         (_seq_gap, "I3 session 'a': seqs"),
     ],
     ids=["counter", "cross-session-link", "seq-gap"],

@@ -111,7 +111,7 @@ CASES: dict[str, tuple[Damage, str]] = {
     "orphan": (_orphan, "I2 a row of tiermem_entry points at the missing tiermem_session.pk"),
     "unlinked": (_unlink, "covers no entry"),
     "error-stub": (_stub, "is an error stub"),
-    "pinned-compressed": (_pin_compressed, "I5 pinned entry"),
+    "pinned-compressed": (_pin_compressed, "pinned entries are never compressed"),
     "half-claim": (_half_claim, "I12 session 's' has a half-recorded compression claim"),
     "unknown-tier": (_unknown_tier, "I11 session 's' has unknown tier 'frozen'"),
     "ghost-pending": (_ghost_pending, "pending_calls"),
@@ -121,7 +121,7 @@ CASES: dict[str, tuple[Damage, str]] = {
     "future-access": (_future_access, "I8 session 's' accessed in the future"),
     "long-claim": (_long_claim, "I12 session 's' holds a claim that outlives its lease"),
     "tier-older-than-access": (_stale_backwards_tier, "I11 session 's' is stored expired"),
-    "overlap": (_overlap, "cover overlapping ranges"),
+    "overlap": (_overlap, "summary ranges overlap"),
 }
 
 
@@ -225,3 +225,36 @@ def test_checker_reports_a_merged_summary_that_miscounts_its_entries(
         problems = find_violations(conn, **options)  # type: ignore[arg-type]
         conn.rollback()
     assert any("I2 merged summary" in p and "its children hold" in p for p in problems), problems
+
+
+def test_checker_tells_sessions_of_two_projects_apart(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """Two projects each with a session ``chat-1`` using the same call id (answered in one,
+    pending in the other) are healthy: tool calls are paired within each session row."""
+    answered: ConversationMemory = make_memory(project="alpha")
+    pending: ConversationMemory = make_memory(project="beta")
+    answered.add_tool_call("chat-1", "search", {"q": "a"}, call_id="c1")
+    answered.add_tool_result("chat-1", "search", "found", call_id="c1")
+    pending.add_user_message("chat-1", "look it up")
+    pending.add_tool_call("chat-1", "search", {"q": "b"}, call_id="c1")
+    assert find_violations(answered.engine, now=clock()) == []
+
+
+def test_checker_accepts_a_call_id_reused_once_answered(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """A call id reused after its call was answered (which add_tool_call and compression
+    accept) is healthy, before and after a compression takes the first call."""
+    memory: ConversationMemory = make_memory(
+        config=MemoryConfig(auto_compress=False), summarizer=FakeSummarizer()
+    )
+    memory.add_tool_call("s", "lookup", {"n": 1}, call_id="call_0")
+    memory.add_tool_result("s", "lookup", "first answer", call_id="call_0")
+    memory.add_user_message("s", "and once more please, with the next number")
+    memory.add_tool_call("s", "lookup", {"n": 2}, call_id="call_0")
+    memory.add_tool_result("s", "lookup", "second answer", call_id="call_0")
+    memory.add_assistant_message("s", "done")
+    assert find_violations(memory.engine, now=clock()) == []
+    assert memory.compress("s", force=True, keep=3) is not None
+    assert find_violations(memory.engine, now=clock()) == []
