@@ -34,6 +34,7 @@ from .harness import (
 )
 from .workers import (
     NO_AUTO,
+    WHOLE,
     append_one,
     append_timed,
     compress_at_barrier,
@@ -87,7 +88,7 @@ def test_eight_writers_one_session(store: StoreSpec, tmp_path: Path) -> None:
     assert _errors([*logs, reader_log]) == []
     wait_backends_gone(store)
     store_healthy(store)
-    with opened(store) as memory:
+    with opened(store, config=WHOLE) as memory:  # every active message, not a budget's tail
         entries = memory.get_entries("s")
         final = [tag_of(m) for m in memory.get_messages("s")]
     tags = [tag_of(e.message) for e in entries]

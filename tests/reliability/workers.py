@@ -29,6 +29,8 @@ from .harness import StoreSpec, write_log
 
 #: A config that never compresses on its own (tests call compress() explicitly).
 NO_AUTO = MemoryConfig(auto_compress=False, recent_window=2, min_entries_to_compress=2)
+#: A budget no test session reaches: get_messages then shows every active message.
+WHOLE = NO_AUTO.replace(max_tokens=2**40)
 BARRIER_TIMEOUT = 60.0
 
 
@@ -237,7 +239,7 @@ def prefix_reader(
     import hashlib
 
     try:
-        memory = open_memory(spec)
+        memory = open_memory(spec, config=WHOLE)
         memory.list_sessions()
         barrier.wait(BARRIER_TIMEOUT)
         while not stop.is_set():
