@@ -164,6 +164,9 @@ def _sqlite_on_begin(conn: Connection) -> None:
     _driver.execute_sql(conn, begin).close()
 
 
+#: The longest ``lock_timeout`` accepted, in seconds.
+MAX_LOCK_TIMEOUT = 86_400
+
 class Database:
     """An engine plus the transaction discipline tiermem needs.
 
@@ -171,7 +174,9 @@ class Database:
         url: a SQLAlchemy URL; ``None`` means ``sqlite:///tiermem.db`` in the
             working directory.
         engine: an existing engine instead of ``url``.
-        lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
+        lock_timeout: seconds a writer waits for a lock before ``StorageBusy``
+            (at most ``MAX_LOCK_TIMEOUT``, a day: both databases take it in
+            milliseconds as a 32-bit integer).
         server_time: on PostgreSQL, stamp accesses with the server's ``now()``
             instead of the application's clock (ignored on SQLite).
     """
@@ -186,6 +191,15 @@ class Database:
     ) -> None:
         if url is not None and engine is not None:
             raise InvalidArgument("pass url= or engine=, not both")
+        if (
+            isinstance(lock_timeout, bool)
+            or not isinstance(lock_timeout, int | float)
+            or not 0 < lock_timeout <= MAX_LOCK_TIMEOUT
+        ):
+            raise InvalidArgument(
+                f"lock_timeout must be a number of seconds > 0 and at most "
+                f"{MAX_LOCK_TIMEOUT} (a day), got {lock_timeout!r}"
+            )
         owned = engine is None
         if engine is None:
             engine = _create_engine(url or DEFAULT_URL, lock_timeout)

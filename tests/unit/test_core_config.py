@@ -115,3 +115,19 @@ def test_unsupported_database_is_refused() -> None:
     """Only SQLite and PostgreSQL URLs are accepted."""
     with pytest.raises(InvalidArgument):
         ConversationMemory("mysql+nosuchdriver://u@h/db")
+
+
+@pytest.mark.parametrize("lock_timeout", [float("inf"), float("nan"), 0, -1, 1e20, True, "5"])
+def test_a_lock_timeout_that_cannot_be_used_is_refused(tmp_path: Path, lock_timeout: Any) -> None:
+    """A lock_timeout the databases cannot take (their millisecond settings are 32-bit)
+    is an InvalidArgument at construction, never an OverflowError or a silent wrap."""
+    with pytest.raises(InvalidArgument, match="lock_timeout"):
+        ConversationMemory(f"sqlite:///{tmp_path}/x.db", lock_timeout=lock_timeout)
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_the_longest_lock_timeout_is_accepted(tmp_path: Path) -> None:
+    """A day is accepted and reaches SQLite's busy timeout."""
+    with ConversationMemory(f"sqlite:///{tmp_path}/x.db", lock_timeout=86_400) as memory:
+        memory.add_user_message("s", "hello")
+        assert memory.database.lock_timeout_ms == 86_400_000
