@@ -50,22 +50,21 @@ def load_text(stored: str) -> str:
     return stored
 
 
-def validate_session_id(session_id: object) -> str:
+def validate_session_id(session_id: object, what: str = "session id") -> str:
     """Return ``session_id`` if it obeys the rule: a str of 1-255 characters,
     no control characters (NUL, newline, ...), no leading or trailing whitespace.
+    ``what`` names the value in the error (projects follow the same rule).
 
     Raises:
         InvalidSessionId: otherwise.
     """
     if not isinstance(session_id, str):
-        raise InvalidSessionId(f"session id must be a str, got {type(session_id).__name__}")
+        raise InvalidSessionId(f"{what} must be a str, got {type(session_id).__name__}")
     if not 1 <= len(session_id) <= _SESSION_ID_MAX:
-        raise InvalidSessionId(f"session id must have 1-{_SESSION_ID_MAX} characters")
+        raise InvalidSessionId(f"{what} must have 1-{_SESSION_ID_MAX} characters")
     if _CONTROL.search(session_id) or session_id != session_id.strip():
-        raise InvalidSessionId(
-            f"session id {session_id!r} has control characters or outer whitespace"
-        )
-    _check_encodable(session_id, "session id", InvalidSessionId)
+        raise InvalidSessionId(f"{what} {session_id!r} has control characters or outer whitespace")
+    _check_encodable(session_id, what, InvalidSessionId)
     return session_id
 
 

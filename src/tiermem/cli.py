@@ -1,9 +1,16 @@
 """The ``tiermem`` command line (needs the ``cli`` extra: typer and rich).
 
-Exit codes: 0 success, 1 a tiermem error (printed), 2 bad usage, 3 ``doctor``
-found broken invariants. Every command takes ``--url`` (default: the embedded
-SQLite file ``tiermem.db``) and ``--project``. The maintenance commands
-(``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing on success.
+Exit codes: 0 success, 1 an error (one line on stderr, never a traceback), 2 bad
+usage, 3 ``doctor`` found broken invariants. Every command takes ``--url``
+(default: the embedded SQLite file ``tiermem.db``) and ``--project``. The
+maintenance commands (``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing
+on success.
+
+Looking is not using: the read-only commands (``sessions``, ``show``, ``stats``,
+``export``, ``doctor``) never create a database (a missing SQLite file is an
+error) and never record an access, so they change no session's tier. Text that
+comes from the data (session ids, projects, contents) is printed as it is, never
+read as rich markup.
 """
 
 from __future__ import annotations
@@ -15,19 +22,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 try:
     import typer
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
+    from rich.table import Column, Table
+    from rich.text import Text
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
     raise SystemExit("the tiermem command needs the cli extra: pip install 'tiermem[cli]'") from exc
 
-from .errors import TiermemError
+import sqlalchemy as sa
+
+from . import store
+from ._messages import validate_session_id
+from .db import DEFAULT_URL, translate_error
+from .errors import InvalidArgument, TiermemError
 from .invariants import find_violations
 from .lifecycle import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress, TierStats
 from .memory import ConversationMemory
+from .models import SessionStats
+from .rendering import context_text
+from .tiers import calculate_tier
 
 __all__ = ["app", "main"]
 
@@ -43,45 +60,135 @@ UrlOption = Annotated[
 ProjectOption = Annotated[str, typer.Option("--project", help="Project (namespace) of sessions.")]
 
 
+def fail(message: str) -> NoReturn:
+    """Print ``message`` as one line on stderr and exit with code 1."""
+    line = " ".join(message.split())  # driver messages can span several lines
+    err_console.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(1)
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Turn the errors an operator can cause (tiermem's, the file system's, the
+    driver's) into one line on stderr and exit code 1."""
+    try:
+        yield
+    except TiermemError as error:
+        fail(str(error))
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        fail(f"cannot access{where}: {error.strerror or error}")
+    except sa.exc.SQLAlchemyError as error:
+        fail(str(translate_error(error)))
+
+
+def check_exists(url: str | None) -> None:
+    """Refuse a SQLite URL whose file does not exist: a read must not create one.
+
+    Raises:
+        InvalidArgument: for a URL that does not parse or a missing SQLite file.
+    """
+    try:
+        parsed = sa.make_url(url or DEFAULT_URL)
+    except sa.exc.ArgumentError as error:
+        raise InvalidArgument(f"bad database url {url!r}: expected e.g. sqlite:///FILE") from error
+    path = parsed.database
+    if parsed.get_backend_name() == "sqlite" and path not in (None, "", ":memory:"):
+        if not path.startswith("file:") and not Path(path).is_file():
+            raise InvalidArgument(f"no database at {path}")
+
+
 @contextmanager
 def open_memory(
-    url: str | None, project: str = "default", **kwargs: Any
+    url: str | None, project: str = "default", *, read_only: bool = False, **kwargs: Any
 ) -> Iterator[ConversationMemory]:
-    """A memory for one command; tiermem errors become exit code 1."""
-    try:
+    """A memory for one command; errors become one line on stderr and exit code 1.
+
+    Args:
+        read_only: the command only reads: a missing SQLite file is an error
+            instead of a new database.
+    """
+    with reported():
+        if read_only:
+            check_exists(url)
         memory = ConversationMemory(url, project=project, **kwargs)
         try:
             yield memory
         finally:
             memory.close()
-    except TiermemError as error:
-        err_console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(1) from error
+
+
+def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:
+    """A session's context text and counters from one snapshot, without recording
+    an access (an operator looking at a session does not keep it alive).
+
+    Raises:
+        SessionNotFound: for an unknown session.
+    """
+    validate_session_id(session_id)
+
+    def work(conn: sa.Connection) -> tuple[str, SessionStats]:
+        session = store.get_session(conn, memory.project, session_id, lock=False)
+        text = context_text(
+            store.read_summaries(conn, session, with_ids=False),
+            store.read_entries(conn, session, active_only=True),
+            max_tokens=memory.config.max_tokens,
+            counter=memory.counter,
+        )
+        return text, store.session_stats(session)
+
+    return memory.database.run(work, write=False, snapshot=True)
+
+
+def sessions_table(memory: ConversationMemory, limit: int | None = None) -> Table:
+    """The sessions of ``memory``'s project, each with its tier as of now (the stored
+    tier is only as fresh as the last access or ``recalc``)."""
+    now = memory.now()
+    policy = memory.config.tier_policy
+    # Ids and times are folded, never cut short: an operator copies them.
+    table = Table(
+        Column("session", overflow="fold"),
+        "tier",
+        "entries",
+        "context tokens",
+        Column("last accessed", overflow="fold"),
+        "accesses",
+    )
+    for info in memory.list_sessions(limit=limit):
+        table.add_row(
+            Text(info.session_id),
+            calculate_tier(info.last_accessed, now, policy).value,
+            str(info.total_entries),
+            str(info.context_tokens),
+            info.last_accessed.isoformat(timespec="seconds"),
+            str(info.access_count),
+        )
+    return table
 
 
 @app.command()
-def sessions(url: UrlOption = None, project: ProjectOption = "default", limit: int = 50) -> None:
-    """List sessions, most recently accessed first."""
-    with open_memory(url, project) as memory:
-        table = Table("session", "tier", "entries", "context tokens", "last accessed", "accesses")
-        for info in memory.list_sessions(limit=limit):
-            table.add_row(
-                info.session_id,
-                info.memory_tier,
-                str(info.total_entries),
-                str(info.context_tokens),
-                info.last_accessed.isoformat(timespec="seconds"),
-                str(info.access_count),
-            )
-        console.print(table)
+def sessions(
+    url: UrlOption = None,
+    project: ProjectOption = "default",
+    limit: Annotated[int, typer.Option(min=0, help="List at most this many sessions.")] = 50,
+) -> None:
+    """List sessions, most recently accessed first, with each one's tier as of now.
+    Records no access."""
+    with open_memory(url, project, read_only=True) as memory:
+        console.print(sessions_table(memory, limit))
 
 
 @app.command()
-def show(session_id: str, url: UrlOption = None, project: ProjectOption = "default") -> None:
-    """Print a session's context as the model sees it, and its counters."""
-    with open_memory(url, project) as memory:
-        stats = memory.get_stats(session_id)
-        console.print(memory.get_context_for_llm(session_id), markup=False)
+def show(
+    session_id: Annotated[str, typer.Argument(help="The session to print.")],
+    url: UrlOption = None,
+    project: ProjectOption = "default",
+) -> None:
+    """Print a session's context as the model sees it, and its counters. Records no
+    access: looking at a session does not change its tier."""
+    with open_memory(url, project, read_only=True) as memory:
+        text, stats = peek(memory, session_id)
+        console.print(text, markup=False, highlight=False)
         console.print(
             f"\n{stats.total_entries} entries ({stats.active_entries} active, "
             f"{stats.compressed_entries} compressed), {stats.summaries} summaries, "
@@ -91,57 +198,88 @@ def show(session_id: str, url: UrlOption = None, project: ProjectOption = "defau
 
 @app.command("export")
 def export_command(
-    session_id: str,
+    session_id: Annotated[str, typer.Argument(help="The session to export.")],
     url: UrlOption = None,
     project: ProjectOption = "default",
-    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write to this file, not stdout.")
+    ] = None,
 ) -> None:
-    """Write a session as canonical JSON (to stdout or a file)."""
-    with open_memory(url, project) as memory:
+    """Write a session as canonical JSON (to stdout or a file). Records no access."""
+    with open_memory(url, project, read_only=True) as memory:
         text = memory.export_session(session_id).to_json()
     if output is None:
         sys.stdout.write(text + "\n")
     else:
-        output.write_text(text, encoding="utf-8")
+        with reported():
+            output.write_text(text, encoding="utf-8")
+
+
+def read_input(file: Path) -> bytes:
+    """The bytes of ``file``, or of stdin for ``-``.
+
+    Raises:
+        InvalidArgument: stdin is a terminal or empty.
+        OSError: the file cannot be read.
+    """
+    if str(file) != "-":
+        return file.read_bytes()
+    if sys.stdin.isatty():
+        raise InvalidArgument("stdin is a terminal: pipe an export into 'tiermem import -'")
+    data = sys.stdin.buffer.read()
+    if not data.strip():
+        raise InvalidArgument("nothing to import on stdin")
+    return data
 
 
 @app.command("import")
 def import_command(
-    file: Path,
+    file: Annotated[
+        Path, typer.Argument(help="A file written by 'tiermem export', or - for stdin.")
+    ],
     url: UrlOption = None,
     project: ProjectOption = "default",
-    overwrite: bool = False,
-    session_id: Annotated[str | None, typer.Option("--as")] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a session of the same id.")
+    ] = False,
+    session_id: Annotated[
+        str | None, typer.Option("--as", help="Import under this session id.")
+    ] = None,
 ) -> None:
-    """Import a session exported with ``tiermem export`` (all or nothing)."""
+    """Import a session written by 'tiermem export' (all or nothing)."""
     with open_memory(url, project) as memory:
-        imported = memory.import_session(
-            file.read_bytes(), overwrite=overwrite, session_id=session_id
-        )
-    console.print(f"imported session {imported!r}")
+        data = read_input(file)
+        try:
+            imported = memory.import_session(data, overwrite=overwrite, session_id=session_id)
+        except TiermemError as error:
+            fail(str(error).replace("pass overwrite=True", "pass --overwrite"))
+    console.print(f"imported session {imported!r}", markup=False, highlight=False)
 
 
 @db_app.command("upgrade")
-def db_upgrade(url: UrlOption = None, revision: str = "head") -> None:
-    """Apply the schema migrations (idempotent)."""
+def db_upgrade(
+    url: UrlOption = None,
+    revision: Annotated[
+        str, typer.Option(help="The schema revision to migrate to (default: the latest).")
+    ] = "head",
+) -> None:
+    """Apply the schema migrations (idempotent); creates a missing SQLite file."""
     from .migrations import upgrade
 
-    try:
+    with reported():
         upgrade(url, revision)
-    except TiermemError as error:
-        err_console.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(1) from error
-    console.print(f"schema at {revision}")
+    console.print(f"schema at {escape(revision)}")
 
 
 @app.command()
 def doctor(url: UrlOption = None) -> None:
-    """Check the storage invariants; exit code 3 when any is broken."""
-    with open_memory(url) as memory:
+    """Check the storage invariants; exit code 3 when any is broken. Never creates
+    a database."""
+    with open_memory(url, read_only=True) as memory:
         problems = find_violations(memory.engine, now=memory.now())
     if problems:
         for problem in problems:
-            console.print(f"[red]x[/red] {problem}", markup=True)
+            console.print(f"[red]x[/red] {escape(problem)}")
         raise typer.Exit(3)
     console.print("[green]ok[/green]: every invariant holds")
 
@@ -149,12 +287,27 @@ def doctor(url: UrlOption = None) -> None:
 @app.command()
 def demo(
     db: Annotated[Path, typer.Option(help="SQLite file of the demo.")] = Path("tiermem-demo.db"),
-    turns: int = 24,
+    turns: Annotated[int, typer.Option(min=1, help="Conversation turns to play.")] = 24,
 ) -> None:
-    """A conversation on an embedded SQLite file: compression, signals and tiers."""
-    from .demo import run_demo
+    """A conversation on an embedded SQLite file: compression, signals and tiers.
+    Summaries come from the chat model named by TIERMEM_CHAT_MODEL (e.g.
+    openai:gpt-4o-mini) when it is set, otherwise from the heuristic summarizer."""
+    from .demo import DEMO_PROJECT, run_demo
 
-    run_demo(db, turns=turns, console=console)
+    with reported():
+        memory = run_demo(db, turns=turns, console=console)
+        with memory:
+            console.print(f"[bold]Sessions of project {DEMO_PROJECT!r}, tiers as of now:[/]")
+            console.print(sessions_table(memory))
+    url = f"sqlite:///{db}"
+    console.print(
+        f"Stored in {db} (project {DEMO_PROJECT!r}). Try next:\n"
+        f"  tiermem sessions --url {url} --project {DEMO_PROJECT}\n"
+        f"  tiermem show trip-planning --url {url} --project {DEMO_PROJECT}\n"
+        f"  tiermem stats --url {url} --project {DEMO_PROJECT}",
+        markup=False,
+        highlight=False,
+    )
 
 
 # ------------------------------------------------------------------ access tiers
@@ -223,14 +376,19 @@ def stats(
 ) -> None:
     """Show how a project's sessions and layer items spread over the access tiers,
     with health hints."""
-    with open_memory(url, project) as memory:
+    with open_memory(url, project, read_only=True) as memory:
         tiers = memory.get_tier_stats()
         policy = memory.config.tier_policy
     if as_json:
         sys.stdout.write(json.dumps(dataclasses.asdict(tiers)) + "\n")
         return
     table = Table(
-        "tier", "last accessed", "sessions", "share", "layer items", title=f"project {project!r}"
+        "tier",
+        "last accessed",
+        "sessions",
+        "share",
+        "layer items",
+        title=Text(f"project {project!r}"),
     )
     rows = [
         ("active", f"< {_span(policy.active_within)}", tiers.active, tiers.active_items),
@@ -267,7 +425,10 @@ def recalc(
     with open_memory(url, project) as memory, _progress("recalculating tiers", quiet) as progress:
         changed = memory.recalculate_tiers(batch_size=batch_size, progress=progress)
     if not quiet:
-        console.print(f"{changed} sessions and layer items of project {project!r} changed tier")
+        console.print(
+            f"{changed} sessions and layer items of project {project!r} changed tier",
+            markup=False,
+        )
 
 
 @app.command()
@@ -294,7 +455,10 @@ def prune(
         )
     if not quiet:
         verb = "would delete" if dry_run else "deleted"
-        console.print(f"{verb} {count} expired sessions and layer items of project {project!r}")
+        console.print(
+            f"{verb} {count} expired sessions and layer items of project {project!r}",
+            markup=False,
+        )
 
 
 def main() -> None:

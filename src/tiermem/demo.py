@@ -3,45 +3,86 @@ signals and tiers on an embedded SQLite file, with no API key.
 
 Summaries come from the chat model named by ``TIERMEM_CHAT_MODEL`` (e.g.
 ``openai:gpt-4o-mini``) when it is set, otherwise from the heuristic summarizer.
+Besides the conversation the demo keeps a session last used
+``DEMO_OLD_SESSION_AGE`` ago, so the project shows more than one tier.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from .db import utc_now
+from .errors import InvalidArgument
 from .memory import ConversationMemory
 from .models import CompressionResult, MemoryConfig, MemoryEntry
 
-__all__ = ["run_demo"]
+__all__ = ["DEMO_OLD_SESSION_AGE", "DEMO_PROJECT", "run_demo"]
+
+#: The project the demo writes its sessions to.
+DEMO_PROJECT = "demo"
+#: How long ago the demo's second session was last used (RECENT by the default policy).
+DEMO_OLD_SESSION_AGE = timedelta(hours=3)
 
 _CITIES = ["Paris", "Lisbon", "Oslo", "Kyoto", "Lima", "Cairo"]
 
 
 def _summarizer() -> Any:
+    """The chat model named by ``TIERMEM_CHAT_MODEL``, or ``None``.
+
+    Raises:
+        InvalidArgument: the model cannot be made (its provider package, or
+            langchain itself, is not installed; an unknown provider).
+    """
     name = os.environ.get("TIERMEM_CHAT_MODEL")
     if not name:
         return None
-    from langchain.chat_models import init_chat_model  # optional: langchain
+    try:
+        from langchain.chat_models import init_chat_model  # optional: langchain
 
-    return init_chat_model(name)
+        return init_chat_model(name)
+    except ModuleNotFoundError as error:
+        missing = error.name or "its provider package"
+        raise InvalidArgument(
+            f"TIERMEM_CHAT_MODEL={name} needs {missing}: pip install {missing}"
+        ) from error
+    except (ImportError, ValueError) as error:
+        # langchain names the provider package to install in its message.
+        raise InvalidArgument(f"TIERMEM_CHAT_MODEL={name}: {error}") from error
 
 
 def run_demo(path: Path, *, turns: int = 24, console: Console | None = None) -> ConversationMemory:
-    """Run the demo conversation into ``path`` and print what happens."""
+    """Run the demo conversation into project ``DEMO_PROJECT`` of the SQLite file
+    ``path``, print what happens, and return the memory (the caller closes it).
+
+    Raises:
+        InvalidArgument: ``TIERMEM_CHAT_MODEL`` names a model that cannot be made.
+    """
     console = console or Console()
     config = MemoryConfig(
         max_tokens=700, max_entries=40, recent_window=6, min_entries_to_compress=4
     )
-    memory = ConversationMemory(
-        f"sqlite:///{path}", project="demo", config=config, summarizer=_summarizer()
-    )
+    url = f"sqlite:///{path}"
+    summarizer = _summarizer()
+    old = "earlier-question"
+    then = utc_now() - DEMO_OLD_SESSION_AGE
+    with ConversationMemory(url, project=DEMO_PROJECT, clock=lambda: then) as earlier:
+        earlier.clear_session(old)
+        earlier.add_user_message(old, "Which trains run from Paris to Lisbon?")
+    memory = ConversationMemory(url, project=DEMO_PROJECT, config=config, summarizer=summarizer)
     session = "trip-planning"
     memory.clear_session(session)
+    console.print(
+        f"Writing project {DEMO_PROJECT!r} to {path}, context budget {config.max_tokens} "
+        f"tokens, {turns} turns",
+        markup=False,
+        highlight=False,
+    )
     added: list[MemoryEntry] = []
 
     def on_added(_sender: object, *, entry: MemoryEntry, **_: Any) -> None:

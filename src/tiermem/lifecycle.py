@@ -129,7 +129,7 @@ class LifecycleMixin(OpRunner):
         return self.now()
 
     def _project_arg(self, project: str | None) -> str:
-        return self.project if project is None else validate_session_id(project)
+        return self.project if project is None else validate_session_id(project, "project")
 
     # ------------------------------------------------------------------ access
 

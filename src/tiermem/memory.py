@@ -100,7 +100,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         clock: Callable[[], datetime] | None = None,
         lock_timeout: float = 30.0,
     ) -> None:
-        self.project = validate_session_id(project)
+        self.project = validate_session_id(project, "project")
         if config is not None and not isinstance(config, MemoryConfig):
             raise InvalidArgument("config must be a MemoryConfig")
         self.config = config or MemoryConfig()
