@@ -44,9 +44,12 @@ from .lifecycle import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress, Tier
 from .memory import ConversationMemory
 from .models import SessionStats
 from .rendering import context_text
+from .tables import SessionRow
 from .tiers import calculate_tier
 
 __all__ = ["app", "main"]
+
+SESSION_TABLE: str = SessionRow.__tablename__
 
 app = typer.Typer(help="Tiered, token-aware conversation memory.", no_args_is_help=True)
 db_app = typer.Typer(help="Schema management.", no_args_is_help=True)
@@ -105,14 +108,18 @@ def open_memory(
     """A memory for one command; errors become one line on stderr and exit code 1.
 
     Args:
-        read_only: the command only reads: a missing SQLite file is an error
-            instead of a new database.
+        read_only: the command only reads: a missing SQLite file, or a database
+            without tiermem's tables, is an error instead of being created.
     """
     with reported():
         if read_only:
             check_exists(url)
         memory = ConversationMemory(url, project=project, **kwargs)
         try:
+            if read_only and not sa.inspect(memory.engine).has_table(SESSION_TABLE):
+                # The first operation would create the tables: a read must not.
+                where = memory.engine.url.render_as_string(hide_password=True)
+                raise InvalidArgument(f"no tiermem tables in {where}: nothing stored yet")
             yield memory
         finally:
             memory.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 import typer
 from rich.console import Console
 from typer.testing import CliRunner, Result
@@ -159,6 +160,27 @@ def test_read_only_commands_create_no_database(tmp_path: Path, args: list[str]) 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", READ_ONLY, ids=lambda args: args[0])
+def test_read_only_commands_create_no_tables(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, args: list[str]
+) -> None:
+    """On a database without tiermem's tables (an empty SQLite file, an empty
+    PostgreSQL schema) a read-only command says so and creates none."""
+    if backend == "sqlite":
+        path = tmp_path / "empty.db"
+        path.touch()
+        url = f"sqlite:///{path}"
+    else:
+        url = f"{PG_URL}?options=-csearch_path%3D{request.getfixturevalue('pg_schema')}"
+    result = runner.invoke(cli.app, [*args, "--url", url])
+    assert_one_line_error(result, "no tiermem tables in", "nothing stored yet")
+    engine = sa.create_engine(url)
+    try:
+        assert sa.inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
+
+
 def test_data_is_never_read_as_markup(url: str) -> None:
     """Session ids that look like rich markup are listed and shown as they are."""
     with ConversationMemory(url) as memory:
@@ -173,17 +195,24 @@ def test_data_is_never_read_as_markup(url: str) -> None:
     assert shown.exit_code == 0 and "user: [red]hi[/red]" in shown.stdout
 
 
+def test_sessions_shows_the_tier_as_of_now(url: str) -> None:
+    """A session untouched for 40 days is listed as expired, not as its stored tier."""
+    then = datetime.now(UTC) - timedelta(days=40)
+    with ConversationMemory(url, clock=lambda: then) as memory:
+        memory.add_user_message("old", "hello")
+    rows = {line.split()[1]: line.split()[3] for line in result_rows(url)}
+    assert rows == {"old": "expired", "s": "active"}
+
+
 def test_looking_is_not_using(url: str) -> None:
-    """show, export and sessions record no access: a 40-day-old session is listed
-    as expired, stays expired and is pruned."""
+    """The read-only commands record no access: a 40-day-old session keeps its last
+    access and count, and the next prune deletes it."""
     then = datetime.now(UTC) - timedelta(days=40)
     with ConversationMemory(url, clock=lambda: then) as memory:
         memory.add_user_message("old", "hello")
     for args in (["show", "old"], ["export", "old"], ["sessions"], ["stats"], ["doctor"]):
         result = runner.invoke(cli.app, [*args, "--url", url])
         assert result.exit_code == 0, result.output
-    rows = {line.split()[1]: line.split()[3] for line in result_rows(url)}
-    assert rows == {"old": "expired", "s": "active"}
     with ConversationMemory(url) as memory:
         info = {info.session_id: info for info in memory.list_sessions()}
         assert info["old"].access_count == 1 and info["old"].last_accessed == then
