@@ -254,8 +254,9 @@ def import_command(
     ] = None,
 ) -> None:
     """Import a session written by 'tiermem export' (all or nothing)."""
+    with reported():
+        data = read_input(file)  # before the database: a bad file must create nothing
     with open_memory(url, project) as memory:
-        data = read_input(file)
         try:
             imported = memory.import_session(data, overwrite=overwrite, session_id=session_id)
         except TiermemError as error:

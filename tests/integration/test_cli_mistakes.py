@@ -70,8 +70,12 @@ def assert_one_line_error(result: Result, *expected: str) -> str:
     [*READ_ONLY, ["recalc"], ["prune"], ["import", "x.json"], ["db", "upgrade"]],
     ids=lambda args: "-".join(args),
 )
-def test_a_url_that_does_not_parse(args: list[str]) -> None:
+def test_a_url_that_does_not_parse(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every command with a URL that does not parse says so in one line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.json").write_text("{}")
     result = runner.invoke(cli.app, [*args, "--url", "notaurl"])
     assert_one_line_error(result, "error: bad database url 'notaurl'")
 
@@ -98,6 +102,7 @@ def test_import_mistakes(tmp_path: Path) -> None:
     assert_one_line_error(directory, str(tmp_path))
     empty = runner.invoke(cli.app, ["import", "-", "--url", url], input="")
     assert_one_line_error(empty, "nothing to import on stdin")
+    assert not (tmp_path / "cli.db").exists()
 
 
 def test_import_from_stdin_and_the_overwrite_hint(url: str) -> None:
