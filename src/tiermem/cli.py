@@ -37,7 +37,7 @@ import sqlalchemy as sa
 
 from . import store
 from ._messages import validate_session_id
-from .db import DEFAULT_URL, translate_error
+from .db import DEFAULT_URL, parse_url, translate_error
 from .errors import InvalidArgument, TiermemError
 from .invariants import find_violations
 from .lifecycle import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress, TierStats
@@ -91,10 +91,7 @@ def check_exists(url: str | None) -> None:
     Raises:
         InvalidArgument: for a URL that does not parse or a missing SQLite file.
     """
-    try:
-        parsed = sa.make_url(url or DEFAULT_URL)
-    except sa.exc.ArgumentError as error:
-        raise InvalidArgument(f"bad database url {url!r}: expected e.g. sqlite:///FILE") from error
+    parsed = parse_url(url or DEFAULT_URL)
     path = parsed.database
     if parsed.get_backend_name() == "sqlite" and path not in (None, "", ":memory:"):
         if not path.startswith("file:") and not Path(path).is_file():

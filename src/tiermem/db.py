@@ -36,7 +36,7 @@ from .errors import (
 )
 from .tables import create_tables
 
-__all__ = ["DEFAULT_URL", "Database", "translate_error"]
+__all__ = ["DEFAULT_URL", "Database", "parse_url", "translate_error"]
 
 T = TypeVar("T")
 
@@ -356,11 +356,20 @@ class Database:
         self.engine.dispose()
 
 
-def _create_engine(url: str, lock_timeout: float) -> Engine:
+def parse_url(url: str) -> sa.URL:
+    """``url`` parsed.
+
+    Raises:
+        InvalidArgument: it is not a SQLAlchemy URL.
+    """
     try:
-        parsed = sa.make_url(url)
+        return sa.make_url(url)
     except exc.ArgumentError as error:
         raise InvalidArgument(f"bad database url {url!r}: expected e.g. sqlite:///FILE") from error
+
+
+def _create_engine(url: str, lock_timeout: float) -> Engine:
+    parsed = parse_url(url)
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": lock_timeout, "check_same_thread": False}
