@@ -167,6 +167,7 @@ def _sqlite_on_begin(conn: Connection) -> None:
 #: The longest ``lock_timeout`` accepted, in seconds.
 MAX_LOCK_TIMEOUT = 86_400
 
+
 class Database:
     """An engine plus the transaction discipline tiermem needs.
 
@@ -356,7 +357,10 @@ class Database:
 
 
 def _create_engine(url: str, lock_timeout: float) -> Engine:
-    parsed = sa.make_url(url)
+    try:
+        parsed = sa.make_url(url)
+    except (exc.ArgumentError, ValueError) as error:  # ValueError: a port that is no number
+        raise InvalidArgument(f"bad database url: {error}") from error
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": lock_timeout, "check_same_thread": False}
