@@ -1,24 +1,28 @@
-# The two commands a new user runs: `make demo` and `make test`.
+# The two commands a new user runs: `make demo` and `make test`; `make examples` runs
+# every example.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 INTEGRATIONS := $(wildcard integrations/*/pyproject.toml)
 DEMO_DB ?= tiermem-demo.db
+EXAMPLES := $(wildcard examples/*.py)
+EXAMPLES_DIR ?= .examples
 
-.PHONY: demo test test-fast test-slow lint types bench install install-tests clean
+.PHONY: demo examples test test-fast test-slow lint types bench install install-tests clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(PIP) install -q -e '.[offline,postgres,cli]'
+# tiermem with its extras, and the integrations the examples use: they are not on a
+# package index, so they are installed (editable) from this repository.
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(INTEGRATIONS)
+	$(PIP) install -q -e '.[offline,postgres,cli]' $(addprefix -e ,$(dir $(INTEGRATIONS)))
 	touch $@
 
-$(VENV)/.installed-tests: $(VENV)/.installed $(INTEGRATIONS)
+$(VENV)/.installed-tests: $(VENV)/.installed
 	$(PIP) install -q --group tests --group typing
-	for dir in $(dir $(INTEGRATIONS)); do $(PIP) install -q -e "$$dir" || exit 1; done
 	touch $@
 
 install: $(VENV)/.installed
@@ -28,6 +32,14 @@ install-tests: $(VENV)/.installed-tests
 ## demo: a conversation on an embedded SQLite file; no API key needed
 demo: install
 	$(BIN)/tiermem demo --db $(DEMO_DB)
+
+## examples: run every example (no API key needed), writing their files in $(EXAMPLES_DIR)/
+examples: install
+	mkdir -p $(EXAMPLES_DIR)
+	for example in $(EXAMPLES); do \
+		echo "== $$example"; \
+		(cd $(EXAMPLES_DIR) && $(abspath $(BIN))/python $(CURDIR)/$$example < /dev/null) || exit 1; \
+	done
 
 lint: install-tests
 	$(BIN)/ruff check src tests examples benchmarks integrations
@@ -52,4 +64,4 @@ bench: install-tests
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DEMO_DB)*
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DEMO_DB)* $(EXAMPLES_DIR)

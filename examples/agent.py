@@ -1,5 +1,8 @@
 """A tool-calling agent whose history tiermem compresses losslessly.
 
+Needs tiermem and ``tiermem-agents`` (which brings ``langchain``), not on a package index:
+``make demo`` installs both, or from the repository's root
+``pip install -e '.[offline]' -e integrations/langchain-agents``.
 Run ``python examples/agent.py``. ``create_agent`` gets two tools, tiermem's
 ``recall_memory`` tool and ``TieredMemoryMiddleware``: every message is stored, the
 agent state is compressed to a summary plus recent messages when it passes 12

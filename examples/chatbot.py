@@ -1,10 +1,12 @@
 """A console chatbot whose history lives in tiermem, through RunnableWithMessageHistory.
 
+Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``).
 Run ``python examples/chatbot.py``. With ``TIERMEM_CHAT_MODEL`` set (for example
-``openai:gpt-4o-mini``, with that provider's package and key installed) the bot and
-the summarizer use that model; otherwise a scripted bot answers and tiermem uses its
-heuristic summary. On a terminal it reads your lines (``/stats`` shows the memory,
-``/quit`` or Ctrl-D ends); with piped input it plays a scripted conversation.
+``openai:gpt-4o-mini``; then also ``pip install langchain`` and that provider's package,
+and set its key) the bot and the summarizer use that model; otherwise a scripted bot
+answers and tiermem uses its heuristic summary. On a terminal it reads your lines
+(``/stats`` shows the memory, ``/quit`` or Ctrl-D ends); with piped input it plays a
+scripted conversation.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 
-from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.prompt_values import PromptValue
@@ -60,6 +61,9 @@ def _model() -> tuple[Runnable[PromptValue, BaseMessage], BaseChatModel | None]:
     """The chat model and the summarizer: a real model if configured, else the script."""
     name = os.environ.get("TIERMEM_CHAT_MODEL")
     if name:
+        # Imported here: only a real model needs the ``langchain`` package.
+        from langchain.chat_models import init_chat_model
+
         model = init_chat_model(name)
         return model, model
     return RunnableLambda(_scripted_reply), None  # None: tiermem's heuristic summary

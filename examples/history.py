@@ -1,5 +1,8 @@
 """tiermem as the chat history of LangChain's ``RunnableWithMessageHistory``.
 
+Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``, and
+the ``postgres`` extra for a PostgreSQL URL).
+
 ``mem.history`` is the ``get_session_history`` callable: each session id gets a
 chat history backed by tiermem. The chain is handed the summaries plus the recent
 messages; every message is stored, and old ones are summarized once the token

@@ -1,9 +1,12 @@
 """A legacy ConversationChain with tiermem in place of ConversationSummaryBufferMemory.
 
+Needs tiermem and ``tiermem-classic`` (which brings ``langchain-classic``), not on a
+package index: ``make demo`` installs both, or from the repository's root
+``pip install -e '.[offline]' -e integrations/langchain-classic``.
 Run ``python examples/legacy_chain.py`` twice: the second run continues the first
-conversation from the database. With ``TIERMEM_CHAT_MODEL`` set the chain and the
-summarizer use that model; otherwise a scripted LLM answers and tiermem writes its
-heuristic summary.
+conversation from the database. With ``TIERMEM_CHAT_MODEL`` set (then also ``pip install
+langchain`` and the provider's package) the chain and the summarizer use that model;
+otherwise a scripted LLM answers and tiermem writes its heuristic summary.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from langchain.chat_models import init_chat_model
 from langchain_classic.chains import ConversationChain
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.language_models.fake import FakeListLLM
@@ -35,6 +37,9 @@ def _llm() -> tuple[BaseLanguageModel[Any], BaseChatModel | None]:
     """The chain's model and the summarizer: real if configured, else scripted."""
     name = os.environ.get("TIERMEM_CHAT_MODEL")
     if name:
+        # Imported here: only a real model needs the ``langchain`` package.
+        from langchain.chat_models import init_chat_model
+
         model = init_chat_model(name)
         return model, model
     answers = [f"Understood ({i + 1}). Anything else about the payroll project?" for i in range(50)]

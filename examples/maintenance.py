@@ -1,5 +1,8 @@
 """Scheduled maintenance of access tiers: recalculate, prune, report.
 
+Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``, and
+the ``postgres`` extra for a PostgreSQL URL).
+
 Run ``python examples/maintenance.py [URL]`` (default: a throw-away SQLite file).
 
 A support bot's memory holds conversations last used over the past weeks. A job

@@ -364,7 +364,7 @@ def parse_url(url: str) -> sa.URL:
     """
     try:
         return sa.make_url(url)
-    except exc.ArgumentError as error:
+    except (exc.ArgumentError, ValueError) as error:  # ValueError: a port that is no number
         raise InvalidArgument(f"bad database url {url!r}: expected e.g. sqlite:///FILE") from error
 
 

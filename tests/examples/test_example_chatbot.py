@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -52,6 +53,19 @@ def test_scripted_conversation_is_stored_and_compressed(
         check_invariants(mem)
 
 
+def test_scripted_mode_needs_no_langchain_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a real model the example imports and runs with ``langchain`` absent."""
+    for name in [m for m in sys.modules if m == "langchain" or m.startswith("langchain.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "langchain", None)  # None: importing it fails
+    monkeypatch.delenv("TIERMEM_CHAT_MODEL", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    _load().main(url=f"sqlite:///{tmp_path}/x.db")
+    assert "memory: 18 entries" in capsys.readouterr().out
+
+
 def test_a_second_run_continues_the_session(chatbot: ModuleType, tmp_path: Path) -> None:
     """Running again on the same database appends to the same conversation."""
     url = f"sqlite:///{tmp_path}/x.db"
@@ -72,7 +86,7 @@ def test_configured_model_is_used(
         return GenericFakeChatModel(messages=iter(["A short reply."] * 100))
 
     monkeypatch.setenv("TIERMEM_CHAT_MODEL", "provider:some-model")
-    monkeypatch.setattr(chatbot, "init_chat_model", fake_init)
+    monkeypatch.setattr("langchain.chat_models.init_chat_model", fake_init)
     url = f"sqlite:///{tmp_path}/x.db"
     chatbot.main(url=url)
     assert requested == ["provider:some-model"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -46,6 +47,20 @@ def test_chain_history_is_summarized_and_searchable(
         hit = mem.search("COBOL", session_id=legacy.SESSION)[0]
         assert hit.entry.compressed and hit.entry.content == legacy.TURNS[0]
         check_invariants(mem)
+
+
+def test_scripted_mode_needs_no_langchain_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without a real model the example needs tiermem-classic only, not ``langchain``."""
+    for name in [m for m in sys.modules if m == "langchain" or m.startswith("langchain.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "langchain", None)  # None: importing it fails
+    monkeypatch.delenv("TIERMEM_CHAT_MODEL", raising=False)
+    legacy = _load()
+    legacy.main(url=f"sqlite:///{tmp_path}/x.db")
+    with ConversationMemory(url=f"sqlite:///{tmp_path}/x.db") as mem:
+        assert mem.get_stats(legacy.SESSION).total_entries == 2 * len(legacy.TURNS)
 
 
 def test_second_run_continues_from_the_database(legacy: ModuleType, tmp_path: Path) -> None:

@@ -29,10 +29,26 @@ def test_quick_start_runs(
     namespace: dict[str, object] = {}
     exec(compile(code, str(README), "exec"), namespace)
     out = capsys.readouterr().out
-    assert "saved" in out and "total_entries=200" in out
+    assert "saved" in out and "200 stored," in out
     assert "question 7: when does order 7 ship?" in out
     assert (tmp_path / "tiermem.db").exists()
     mem = namespace["mem"]
     context = namespace["context"]
     assert mem.counter.count_messages(context) <= 2_000  # type: ignore[attr-defined]
     mem.close()  # type: ignore[attr-defined]
+
+
+def test_quick_start_gives_the_same_output_on_a_second_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run again in the same directory, the quick start reports 200 originals again."""
+    monkeypatch.chdir(tmp_path)
+    code = compile(quick_start(), str(README), "exec")
+    outputs = []
+    for _ in range(2):
+        namespace: dict[str, object] = {}
+        exec(code, namespace)
+        namespace["mem"].close()  # type: ignore[attr-defined]
+        outputs.append(capsys.readouterr().out)
+    assert "200 stored," in outputs[1]
+    assert outputs[1] == outputs[0]

@@ -117,6 +117,13 @@ def test_unsupported_database_is_refused() -> None:
         ConversationMemory("mysql+nosuchdriver://u@h/db")
 
 
+@pytest.mark.parametrize("url", ["not a url", "postgresql://u@h:no-port/db", 5])
+def test_a_url_that_does_not_parse_is_an_invalid_argument(url: Any) -> None:
+    """A URL SQLAlchemy cannot parse is bad input like any other: InvalidArgument."""
+    with pytest.raises(InvalidArgument, match="bad database url"):
+        ConversationMemory(url)
+
+
 @pytest.mark.parametrize("lock_timeout", [float("inf"), float("nan"), 0, -1, 1e20, True, "5"])
 def test_a_lock_timeout_that_cannot_be_used_is_refused(tmp_path: Path, lock_timeout: Any) -> None:
     """A lock_timeout the databases cannot take (their millisecond settings are 32-bit)
