@@ -593,7 +593,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         yield  # pragma: no cover
 
     def export_session(self, session_id: str) -> SessionState:
-        """A deterministic, JSON round-trippable snapshot of a session.
+        """A deterministic, JSON round-trippable snapshot of a session; not an access.
 
         Raises:
             SessionNotFound: for an unknown session.
