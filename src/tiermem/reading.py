@@ -5,9 +5,8 @@ The reads of a session's conversation (``get_messages``, ``get_context_for_llm``
 ``get_entries``, ``get_active_entries``, ``get_summaries``) run in one transaction
 that also records the access (see :meth:`ReadingMixin._op_read`). The inspection
 reads (``get_stats``, ``list_sessions``, ``expand_summary``, ``search``) record
-none: they run read-only, so monitoring or a search across the project never
-keeps a session from ageing. Each method's async twin drives the same operation
-(:mod:`tiermem._ops`).
+none, so monitoring or a search across the project never keeps a session from
+ageing. Each method's async twin drives the same operation (:mod:`tiermem._ops`).
 """
 
 from __future__ import annotations
