@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.engine import Connection, RowMapping
 
 from . import layer_store
-from ._messages import serialize_metadata, validate_session_id
+from ._messages import load_text, serialize_metadata, validate_session_id
 from .errors import EntryTooLarge, InvalidArgument, InvalidContent, InvalidSessionId
 from .layer_models import KnowledgeEntry, LayerItem, LayerType, Rule
 from .layer_store import NewItem
@@ -78,16 +78,14 @@ def check_text(name: str, value: object, limit: int, *, required: bool = False) 
     """``value`` if it is storable text of at most ``limit`` characters.
 
     Raises:
-        InvalidContent: not a str, empty when ``required``, a NUL character
-            (PostgreSQL TEXT cannot hold it) or a lone surrogate.
+        InvalidContent: not a str, empty when ``required`` or a lone surrogate
+            (NUL is accepted, stored escaped as conversation entries store it).
         EntryTooLarge: longer than ``limit``.
     """
     if not isinstance(value, str):
         raise InvalidContent(f"{name} must be a str, got {type(value).__name__}")
     if required and not value.strip():
         raise InvalidContent(f"{name} must not be empty")
-    if "\x00" in value:
-        raise InvalidContent(f"{name} contains a NUL character, which layers cannot store")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -121,8 +119,8 @@ def to_item(scope: str, row: RowMapping) -> LayerItem:
         id=row["id"],
         scope=scope,
         type=LayerType(row["layer"]),
-        content=row["content"],
-        key=row["item_key"],
+        content=load_text(row["content"]),
+        key=None if row["item_key"] is None else load_text(row["item_key"]),
         metadata=json.loads(row["meta"]),
         token_count=row["token_count"],
         created_at=as_utc(row["created_at"]),

@@ -163,4 +163,5 @@ class CompressionConflict(TiermemError):
 
 
 class TokenizerUnavailable(TiermemError):
-    """No tiktoken encoding could be loaded (no network and no offline extra)."""
+    """The tiktoken encoding could not be fetched (no network, no cache) and the
+    ``offline`` extra holds no copy of it (it holds ``cl100k_base``)."""

@@ -179,7 +179,6 @@ class CompactionMixin(LayerBase):
                 if not config.heuristic_fallback:
                     raise
                 text = heuristic()
-        text = text.replace("\x00", "")  # a model's NUL cannot be stored on PostgreSQL
         tokens = self._memory.counter.count_text(text)
         if tokens >= original:
             raise SummarizerOutputInvalid(

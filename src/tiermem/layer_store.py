@@ -26,6 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, RowMapping
 
 from . import fts
+from ._messages import store_text
 from ._tier_sql import Cutoffs, _among, cutoffs, tier_case
 from .errors import CompressionConflict
 from .layer_tables import ITEM_INDEX, item_partition, item_table, scope_table
@@ -114,8 +115,8 @@ def _values(pk: int, item: NewItem, now: datetime) -> dict[str, object]:
     return {
         "scope_pk": pk,
         "layer": item.layer,
-        "item_key": item.key,
-        "content": item.content,
+        "item_key": None if item.key is None else store_text(item.key),
+        "content": store_text(item.content),
         "meta": item.meta,
         "token_count": item.token_count,
         "byte_size": item.byte_size,
@@ -198,7 +199,7 @@ def recall_fact(
 ) -> RowMapping | None:
     """The semantic item stored under ``key`` (an access), or ``None`` (also when it
     is expired: an expired item is never read, nor saved by the attempt)."""
-    params = {"pk": pk, "key": key, "now": _utc(now), "since": live_since(now, policy)}
+    params = {"pk": pk, "key": store_text(key), "now": _utc(now), "since": live_since(now, policy)}
     return conn.execute(_TOUCH_KEY, params).mappings().first()
 
 
@@ -384,7 +385,7 @@ def replace_with_summary(
             sa.update(item_table)
             .where(IC.id == first["id"], IC.updated_at == first["updated_at"])
             .values(
-                content=summary.content,
+                content=store_text(summary.content),
                 meta=summary.meta,
                 token_count=summary.token_count,
                 byte_size=summary.byte_size,

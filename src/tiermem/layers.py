@@ -160,7 +160,7 @@ class LayeredMemory(CompactionMixin):
                 names the fact; storing a key again replaces its value) or
                 ``procedural`` (``metadata["condition"]`` is the rule's
                 condition, ``content`` its action).
-            content: the text (NUL characters are refused).
+            content: the text.
             metadata: JSON-serializable extras.
 
         Raises:

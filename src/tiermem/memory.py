@@ -76,7 +76,8 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         summarizer: a chat model, Runnable or callable used to compress; without
             one the seed's heuristic summary is used.
         model: a model name whose tiktoken encoding counts tokens.
-        encoding: a tiktoken encoding name (default ``cl100k_base``).
+        encoding: a tiktoken encoding name (default ``cl100k_base``); a name
+            tiktoken does not register raises ``InvalidArgument``.
         clock: a callable returning an aware datetime within the years 1000-8999
             (tests inject one); any other value makes operations raise
             ``InvalidArgument`` before they touch the database.
@@ -84,7 +85,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
 
     Raises:
         InvalidArgument: for bad arguments.
-        TokenizerUnavailable: if no encoding can be loaded (fail fast).
+        TokenizerUnavailable: if the encoding cannot be loaded (fail fast).
     """
 
     def __init__(
@@ -593,7 +594,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         yield  # pragma: no cover
 
     def export_session(self, session_id: str) -> SessionState:
-        """A deterministic, JSON round-trippable snapshot of a session.
+        """A deterministic, JSON round-trippable snapshot of a session; not an access.
 
         Raises:
             SessionNotFound: for an unknown session.

@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from .errors import InvalidArgument
-from .tiers import TierPolicy
+from .tiers import TierPolicy, _check_field_names, _KeywordChecked
 
 __all__ = [
     "MAX_DURATION_SECONDS",
@@ -60,7 +60,7 @@ def _positive_number(
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryConfig:
+class MemoryConfig(_KeywordChecked):
     """How a :class:`~tiermem.ConversationMemory` budgets and compresses.
 
     Attributes:
@@ -92,6 +92,11 @@ class MemoryConfig:
             brace is kept as written (a JSON example needs no escaping, and
             ``{{`` stays ``{{``).
         tier_policy: the access-tier thresholds.
+
+    Raises:
+        InvalidArgument: for a value out of range and for a keyword that names no
+            field (``max_token=``), which raises ``InvalidArgument`` (a ``ValueError``)
+            rather than a constructor's usual ``TypeError``, as every bad setting does.
     """
 
     max_tokens: int = 50_000
@@ -134,9 +139,7 @@ class MemoryConfig:
 
     def replace(self, **changes: Any) -> MemoryConfig:
         """A copy with ``changes`` applied and validated."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise InvalidArgument(f"unknown MemoryConfig fields: {sorted(unknown)}")
+        _check_field_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
 

@@ -1,9 +1,12 @@
 """The reading half of ``ConversationMemory``: context, entries, summaries, stats,
 session listing, summary expansion and search.
 
-Every read runs in one transaction that also records the access (see
-:meth:`ReadingMixin._op_read`); each method's async twin drives the same
-operation (:mod:`tiermem._ops`).
+The reads of a session's conversation (``get_messages``, ``get_context_for_llm``,
+``get_entries``, ``get_active_entries``, ``get_summaries``) run in one transaction
+that also records the access (see :meth:`ReadingMixin._op_read`). The inspection
+reads (``get_stats``, ``list_sessions``, ``expand_summary``, ``search``) record
+none, so monitoring or a search across the project never keeps a session from
+ageing. Each method's async twin drives the same operation (:mod:`tiermem._ops`).
 """
 
 from __future__ import annotations
@@ -166,7 +169,7 @@ class ReadingMixin(OpRunner):
         yield  # pragma: no cover
 
     def get_stats(self, session_id: str) -> SessionStats:
-        """Counters of a session (from its row, no scan).
+        """Counters of a session (from its row, no scan); not an access.
 
         Raises:
             SessionNotFound: for an unknown session.
@@ -191,7 +194,7 @@ class ReadingMixin(OpRunner):
         yield  # pragma: no cover
 
     def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
-        """Sessions of this project, most recently accessed first."""
+        """Sessions of this project, most recently accessed first; not an access."""
         return self._run(self._op_list(limit, offset))
 
     async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
@@ -219,7 +222,7 @@ class ReadingMixin(OpRunner):
 
     def expand_summary(self, summary_id: int) -> list[MemoryEntry]:
         """The original entries a summary covers, in order (merged summaries
-        expand to every original below them).
+        expand to every original below them); not an access.
 
         Raises:
             SessionNotFound: if no such summary exists in this project.
@@ -257,7 +260,7 @@ class ReadingMixin(OpRunner):
 
     def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:
         """Full-text search over conversation entries, compressed originals included,
-        best first."""
+        best first; not an access of the sessions searched or found."""
         return self._run(self._op_search(query, session_id, limit))
 
     async def asearch(

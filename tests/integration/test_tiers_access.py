@@ -10,10 +10,10 @@ import sqlalchemy as sa
 from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import Engine
 
-from tiermem import MemoryTier, SessionInfo
+from tiermem import ConversationMemory, MemoryConfig, MemoryTier, SessionInfo
 from tiermem.errors import InvalidSessionId, SessionNotFound
 from tiermem.tables import session_table
-from tiermem.testing import ManualClock, SignalRecorder
+from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory
 
@@ -94,6 +94,54 @@ def test_reads_and_writes_count_as_access(
     memory.add_assistant_message("s", "again")
     assert _stored(engine, "s") == ("active", 3)
     assert memory.list_sessions()[0].last_accessed == clock.now
+
+
+#: Each public read of a session and whether it records an access: reads of the
+#: conversation do; statistics, listings, expansion, search and export do not.
+READS: dict[str, tuple[Callable[[ConversationMemory, int], object], bool]] = {
+    "get_messages": (lambda m, _: m.get_messages("s"), True),
+    "get_context_for_llm": (lambda m, _: m.get_context_for_llm("s"), True),
+    "get_entries": (lambda m, _: m.get_entries("s"), True),
+    "get_active_entries": (lambda m, _: m.get_active_entries("s"), True),
+    "get_summaries": (lambda m, _: m.get_summaries("s"), True),
+    "get_stats": (lambda m, _: m.get_stats("s"), False),
+    "list_sessions": (lambda m, _: m.list_sessions(), False),
+    "expand_summary": (lambda m, summary_id: m.expand_summary(summary_id), False),
+    "search in the session": (lambda m, _: m.search("question", session_id="s"), False),
+    "search in the project": (lambda m, _: m.search("question"), False),
+    "export_session": (lambda m, _: m.export_session("s"), False),
+}
+
+
+@pytest.mark.parametrize("name", list(READS))
+def test_which_reads_record_an_access(
+    name: str, make_memory: MemoryFactory, clock: ManualClock, engine: Engine
+) -> None:
+    """The reads the README lists as accesses bump access_count and last_accessed and
+    wake an archived session; the inspection reads leave all three as they were."""
+    memory = make_memory(
+        config=MemoryConfig(auto_compress=False, recent_window=1, min_entries_to_compress=2),
+        summarizer=FakeSummarizer(),
+    )
+    for turn in range(3):
+        memory.add_user_message("s", f"question number {turn}, " + "with many words " * 20)
+    result = memory.compress("s", force=True)
+    assert result is not None
+    written = memory.list_sessions()[0].last_accessed
+    clock.advance(days=2)
+    memory.recalculate_tiers()
+    before = _stored(engine, "s")
+    assert before[0] == "archived"
+    read, counts = READS[name]
+    read(memory, result.summary.id)
+    after = _stored(engine, "s")
+    last_accessed = memory.list_sessions()[0].last_accessed
+    if counts:
+        assert after == ("active", before[1] + 1)
+        assert last_accessed == clock.now
+    else:
+        assert after == before
+        assert last_accessed == written
 
 
 def test_reads_and_writes_signal_a_woken_session(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
+import pickle
 from datetime import timedelta
 from typing import Any
 
@@ -55,6 +58,40 @@ def test_the_longest_tier_threshold_is_accepted() -> None:
         active_within=MAX_TIER_AGE, recent_within=MAX_TIER_AGE, expired_after=MAX_TIER_AGE
     )
     assert policy.expired_after == MAX_TIER_AGE
+
+
+def _typo(name: str, value: object) -> dict[str, Any]:
+    """Keywords a type checker cannot see, as a caller without one passes them."""
+    return {name: value}
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: MemoryConfig(**_typo("max_token", 1)), "'max_token'; did you mean 'max_tokens'"),
+        (lambda: MemoryConfig().replace(recent_windows=3), "'recent_windows'; did you mean"),
+        (
+            lambda: TierPolicy(**_typo("expire_after", timedelta(days=1))),
+            "'expire_after'; did you mean 'expired_after'",
+        ),
+    ],
+    ids=["MemoryConfig", "replace", "TierPolicy"],
+)
+def test_a_misspelt_setting_is_invalid_argument_naming_it(build: Any, message: str) -> None:
+    """A keyword that names no field raises InvalidArgument naming it and the field meant,
+    like every other bad setting, not the TypeError of a generated constructor."""
+    with pytest.raises(InvalidArgument, match="no field " + message) as info:
+        build()
+    assert not isinstance(info.value, TypeError)
+
+
+def test_settings_keep_their_defaults_copies_and_pickling() -> None:
+    """Checking keywords leaves defaults, ``replace``, copies and pickling as they were."""
+    config = MemoryConfig(max_tokens=1_000).replace(recent_window=3)
+    assert (config.max_tokens, config.recent_window, config.max_entries) == (1_000, 3, 100)
+    assert pickle.loads(pickle.dumps(config)) == config == copy.deepcopy(config)
+    assert dataclasses.replace(config, max_entries=7).max_entries == 7
+    assert not hasattr(config, "__dict__")
 
 
 def test_only_the_two_placeholders_are_filled() -> None:

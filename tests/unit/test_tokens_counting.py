@@ -169,8 +169,12 @@ def test_count_messages_is_the_sum(counter: TokenCounter) -> None:
     assert counter(MESSAGES) == expected
 
 
-def test_model_picks_the_encoding() -> None:
+@pytest.mark.usefixtures("fresh_loader")
+def test_model_picks_the_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
     """``model=`` selects tiktoken's encoding for that model."""
+    real = tiktoken.get_encoding
+    # Tests run offline: serve every encoding from the bundled file, as a cache would.
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: real(OFFLINE_ENCODING))
     assert TokenCounter(model="gpt-4").requested_encoding == "cl100k_base"
     assert TokenCounter(model="gpt-4o-mini").requested_encoding == "o200k_base"
     assert TokenCounter(encoding="cl100k_base").requested_encoding == "cl100k_base"
@@ -232,6 +236,38 @@ def test_no_encoding_raises_tokenizer_unavailable(
     with pytest.raises(TokenizerUnavailable):
         ConversationMemory(f"sqlite:///{tmp_path / 'm.db'}")
     assert not (tmp_path / "m.db").exists()
+
+
+@pytest.mark.parametrize("name", ["cl100k", "nope", "CL100K_BASE"])
+@pytest.mark.usefixtures("fresh_loader")
+def test_unknown_encoding_is_refused_with_the_valid_names(name: str, tmp_path: Path) -> None:
+    """An encoding name tiktoken does not register raises InvalidArgument listing the
+    valid names, never counting with another encoding; no database is created."""
+    with pytest.raises(InvalidArgument, match=r"unknown encoding .*valid: .*cl100k_base"):
+        TokenCounter(encoding=name)
+    with pytest.raises(InvalidArgument, match=r"o200k_base"):
+        ConversationMemory(f"sqlite:///{tmp_path / 'm.db'}", encoding=name)
+    assert not (tmp_path / "m.db").exists()
+
+
+@pytest.mark.usefixtures("fresh_loader")
+def test_unfetchable_encoding_without_offline_copy_is_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A known encoding that cannot be fetched and that the offline extra does not hold
+    raises TokenizerUnavailable naming the fix instead of counting with cl100k_base."""
+    real = tiktoken.get_encoding
+
+    def offline_only(name: str) -> tiktoken.Encoding:
+        if name == OFFLINE_ENCODING:
+            return real(name)
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", offline_only)
+    with pytest.raises(TokenizerUnavailable, match="TIKTOKEN_CACHE_DIR") as info:
+        TokenCounter(encoding="o200k_base")
+    assert isinstance(info.value.__cause__, ConnectionError)
+    assert TokenCounter(encoding=DEFAULT_ENCODING).encoding_name == OFFLINE_ENCODING
 
 
 def test_long_text_is_counted_in_chunks_close_to_exact(
