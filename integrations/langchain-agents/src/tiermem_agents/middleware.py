@@ -23,7 +23,14 @@ from tiermem.errors import (
     SummarizationError,
 )
 
-from ._policy import Trigger, keep_count, normalize_trigger, should_compress, validate_context_size
+from ._policy import (
+    Trigger,
+    copy_trigger,
+    keep_count,
+    normalize_trigger,
+    should_compress,
+    validate_context_size,
+)
 from ._recorded import RecordedIds
 
 __all__ = ["TieredMemoryMiddleware", "session_id_from_config"]
@@ -132,7 +139,12 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """
         super().__init__()
         self.memory = memory
-        self.trigger = trigger if trigger is not None else self._default_trigger(memory)
+        # Validated in SummarizationMiddleware's order, with its messages, so code
+        # written against one catches the same errors from the other.
+        self.trigger = (
+            copy_trigger(trigger) if trigger is not None else self._default_trigger(memory)
+        )
+        self._clauses = normalize_trigger(self.trigger)
         self.keep: ContextSize = validate_context_size(
             keep if keep is not None else ("messages", memory.config.recent_window), "keep"
         )
@@ -140,12 +152,14 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.token_counter: TokenCounter = token_counter or memory.counter.count_messages
         self.max_input_tokens = _profile_limit(model)
         self._recorded = RecordedIds()
-        self._clauses = normalize_trigger(self.trigger)
         uses_fraction = any("fraction" in c for c in self._clauses) or self.keep[0] == "fraction"
         if uses_fraction and self.max_input_tokens is None:
             msg = (
-                "fractional trigger or keep needs the model's context size: pass "
-                "model=<chat model with profile={'max_input_tokens': ...}>, or use tokens"
+                "Model profile information is required to use fractional token limits, "
+                "and is unavailable for the specified model. Please use absolute token "
+                "counts instead, or pass "
+                '`\n\nChatModel(..., profile={"max_input_tokens": ...})`.\n\n'
+                "with a desired integer value of the model's maximum input tokens."
             )
             raise ValueError(msg)
 
