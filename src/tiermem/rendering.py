@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
 
 from ._messages import SUMMARY_MARKER, render_text, tool_call_ids
@@ -47,8 +47,15 @@ class SummaryText(NamedTuple):
 
 
 def is_summary_message(message: BaseMessage) -> bool:
-    """True for the summary message that ``get_messages`` puts first."""
-    return isinstance(message, SystemMessage) and SUMMARY_MARKER in message.additional_kwargs
+    """True for the summary message that ``get_messages`` puts first.
+
+    It is a ``SystemMessage``, or a ``HumanMessage`` where an integration hands it
+    to the model in the user role (as ``SummarizationMiddleware`` does).
+    """
+    return (
+        isinstance(message, (SystemMessage, HumanMessage))
+        and SUMMARY_MARKER in message.additional_kwargs
+    )
 
 
 def summary_message(summaries: Sequence[MemorySummary | SummaryText]) -> SystemMessage:
