@@ -8,7 +8,7 @@ from typing import NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
 
-from ._messages import SUMMARY_MARKER, render_text, tool_call_ids
+from ._messages import SUMMARY_MARKER, render_text, tool_call_ids, without_idless_calls
 from .budget import (
     OMITTED_MARKER,
     Fitted,
@@ -95,8 +95,11 @@ def provider_order(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     conversation went on without it) gets a stand-in error result, marked with
     :data:`MISSING_RESULT_MARKER`, in the rendered context only; the store is
     untouched, and a real result added later takes its place. An unanswered
-    call at the end stays as it is: its tool is presumably still running.
+    call at the end stays as it is: its tool is presumably still running. A call
+    without an id can never be answered and is left out of its message (see
+    :func:`without_idless_calls`); the stored message keeps it.
     """
+    messages = [m for m in map(without_idless_calls, messages) if m is not None]
     answers: dict[int, list[ToolMessage]] = {}
     placed: set[int] = set()
     open_calls: dict[str, int] = {}
