@@ -19,6 +19,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 $(VENV)/.installed-tests: $(VENV)/.installed $(INTEGRATIONS)
 	$(PIP) install -q --group tests --group typing
 	for dir in $(dir $(INTEGRATIONS)); do $(PIP) install -q -e "$$dir" || exit 1; done
+	$(BIN)/python tests/conformance/fetch.py
 	touch $@
 
 install: $(VENV)/.installed
