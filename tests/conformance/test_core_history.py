@@ -7,11 +7,8 @@ The test files come from the pinned langchain-core sdist (``tests/conformance/fe
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -23,7 +20,7 @@ from tiermem import ConversationMemory, MemoryConfig
 from tiermem.history import TieredChatMessageHistory
 
 from ..conftest import MemoryFactory
-from .fetch import peer_file
+from ._peers import adopt, load
 
 PROJECT = "langchain-core"
 
@@ -64,36 +61,14 @@ class ConformanceHistory(TieredChatMessageHistory):
     __hash__ = None  # type: ignore[assignment]
 
 
-def _load(relative: str, name: str, aliases: dict[str, ModuleType]) -> ModuleType:
-    """Import a fetched peer file as module ``name``, with ``aliases`` importable meanwhile."""
-    path: Path = peer_file(PROJECT, relative)
-    if not path.exists():
-        msg = f"{path} is missing: run `make install-tests` (python tests/conformance/fetch.py)"
-        raise FileNotFoundError(msg)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    saved = {key: sys.modules.get(key) for key in aliases}
-    sys.modules.update(aliases)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                sys.modules.pop(key, None)
-            else:
-                sys.modules[key] = value
-    return module
-
-
 def _peer_modules() -> list[ModuleType]:
-    utils = _load("tests/unit_tests/pydantic_utils.py", "peer_core_pydantic_utils", {})
+    utils = load(PROJECT, "tests/unit_tests/pydantic_utils.py", "peer_core_pydantic_utils", {})
     aliases = {"tests.unit_tests.pydantic_utils": utils}
     return [
-        _load("tests/unit_tests/runnables/test_history.py", "peer_core_test_history", aliases),
-        _load(
-            "tests/unit_tests/chat_history/test_chat_history.py", "peer_core_chat_history", aliases
-        ),
+        load(PROJECT, f"tests/unit_tests/{path}", f"peer_core_{index}", aliases)
+        for index, path in enumerate(
+            ["runnables/test_history.py", "chat_history/test_chat_history.py"]
+        )
     ]
 
 
@@ -109,21 +84,5 @@ def _substitute(make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setattr(peer, "InMemoryChatMessageHistory", ConformanceHistory)
 
 
-def _adopt(peer: ModuleType) -> Iterator[tuple[str, Callable[..., Any]]]:
-    """The peer's test functions, marked as documented where they differ."""
-    module_marks = getattr(peer, "pytestmark", [])
-    if not isinstance(module_marks, list):
-        module_marks = [module_marks]
-    for name, function in list(vars(peer).items()):
-        if not name.startswith("test_") or not callable(function) or name in NOT_ABOUT_HISTORY:
-            continue
-        marks = list(module_marks)
-        if name in DIFFERENCES:
-            marks.append(pytest.mark.xfail(reason=DIFFERENCES[name], strict=True))
-        for mark in marks:
-            function = mark(function)
-        yield name, function
-
-
 for _peer in PEERS:
-    globals().update(_adopt(_peer))
+    globals().update(adopt(_peer, NOT_ABOUT_HISTORY, DIFFERENCES))
