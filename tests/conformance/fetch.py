@@ -39,6 +39,14 @@ PINS: dict[str, Pin] = {
             "tests/unit_tests/pydantic_utils.py",
         ),
     ),
+    "langchain-classic": Pin(
+        "1.0.8",
+        "ada0cc341a8a5b80fb24d73bdfaaeb849056ee2d8a41cc468355163fd3667484",
+        (
+            "tests/unit_tests/chains/test_summary_buffer_memory.py",
+            "tests/unit_tests/llms/fake_llm.py",
+        ),
+    ),
 }
 
 
