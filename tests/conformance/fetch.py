@@ -47,6 +47,14 @@ PINS: dict[str, Pin] = {
             "tests/unit_tests/llms/fake_llm.py",
         ),
     ),
+    "langchain": Pin(
+        "1.4.7",
+        "818275348cd707f7fbbe92ece0a725c25823140a054cf29865f420e0200fa2af",
+        (
+            "tests/unit_tests/agents/middleware/implementations/test_summarization.py",
+            "tests/unit_tests/agents/model.py",
+        ),
+    ),
 }
 
 
