@@ -16,7 +16,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(PIP) install -q -e '.[offline,postgres,cli]'
 	touch $@
 
-$(VENV)/.installed-tests: $(VENV)/.installed $(INTEGRATIONS)
+$(VENV)/.installed-tests: $(VENV)/.installed $(INTEGRATIONS) tests/conformance/fetch.py
 	$(PIP) install -q --group tests --group typing
 	for dir in $(dir $(INTEGRATIONS)); do $(PIP) install -q -e "$$dir" || exit 1; done
 	$(BIN)/python tests/conformance/fetch.py
