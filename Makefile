@@ -21,8 +21,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml $(INTEGRATIONS)
 	$(PIP) install -q -e '.[offline,postgres,cli]' $(addprefix -e ,$(dir $(INTEGRATIONS)))
 	touch $@
 
-$(VENV)/.installed-tests: $(VENV)/.installed
+$(VENV)/.installed-tests: $(VENV)/.installed tests/conformance/fetch.py
 	$(PIP) install -q --group tests --group typing
+	$(BIN)/python tests/conformance/fetch.py
 	touch $@
 
 install: $(VENV)/.installed

@@ -343,7 +343,32 @@ def render_text(message: BaseMessage) -> str:
 
 
 def tool_call_ids(message: BaseMessage) -> list[str]:
-    """Ids of the tool calls an assistant message makes."""
+    """Ids of the tool calls an assistant message makes.
+
+    A call without an id (LangChain accepts one) is left out: no result can ever
+    answer it, so it takes no part in pairing, grouping or compression rules.
+    """
     if isinstance(message, AIMessage):
-        return [call["id"] or "" for call in message.tool_calls]
+        return [call["id"] for call in message.tool_calls if call["id"]]
     return []
+
+
+def tool_call_names(message: BaseMessage) -> list[str]:
+    """Tool names of the calls :func:`tool_call_ids` lists, in the same order."""
+    if isinstance(message, AIMessage):
+        return [call["name"] for call in message.tool_calls if call["id"]]
+    return []
+
+
+def without_idless_calls(message: BaseMessage) -> BaseMessage | None:
+    """``message`` as providers accept it: without tool calls that have no id.
+
+    Providers require an id on every call, and a result for each; a call without
+    one can never be answered. ``None`` when nothing (no text, no call) is left.
+    """
+    if not isinstance(message, AIMessage) or all(call["id"] for call in message.tool_calls):
+        return message
+    calls = [call for call in message.tool_calls if call["id"]]
+    if not calls and not message.content:
+        return None
+    return message.model_copy(update={"tool_calls": calls})

@@ -404,7 +404,8 @@ def _tool_facts(kind: str, raw: str | None) -> tuple[tuple[tuple[str, str], ...]
         data = json.loads(raw)["data"]
         if kind == "tool_call":
             calls = data.get("tool_calls") or []
-            return tuple((c.get("id") or "", c.get("name") or "") for c in calls), None
+            # A call without an id is never answered and pairs with nothing.
+            return tuple((c["id"], c.get("name") or "") for c in calls if c.get("id")), None
         return (), str(data.get("tool_call_id") or "")
     except (ValueError, KeyError, TypeError, AttributeError):
         return (), None

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
 
-from ._messages import SUMMARY_MARKER, render_text, tool_call_ids
+from ._messages import SUMMARY_MARKER, render_text, tool_call_ids, without_idless_calls
 from .budget import (
     OMITTED_MARKER,
     Fitted,
@@ -47,8 +47,15 @@ class SummaryText(NamedTuple):
 
 
 def is_summary_message(message: BaseMessage) -> bool:
-    """True for the summary message that ``get_messages`` puts first."""
-    return isinstance(message, SystemMessage) and SUMMARY_MARKER in message.additional_kwargs
+    """True for the summary message that ``get_messages`` puts first.
+
+    It is a ``SystemMessage``, or a ``HumanMessage`` where an integration hands it
+    to the model in the user role (as ``SummarizationMiddleware`` does).
+    """
+    return (
+        isinstance(message, (SystemMessage, HumanMessage))
+        and SUMMARY_MARKER in message.additional_kwargs
+    )
 
 
 def summary_message(summaries: Sequence[MemorySummary | SummaryText]) -> SystemMessage:
@@ -88,8 +95,11 @@ def provider_order(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     conversation went on without it) gets a stand-in error result, marked with
     :data:`MISSING_RESULT_MARKER`, in the rendered context only; the store is
     untouched, and a real result added later takes its place. An unanswered
-    call at the end stays as it is: its tool is presumably still running.
+    call at the end stays as it is: its tool is presumably still running. A call
+    without an id can never be answered and is left out of its message (see
+    :func:`without_idless_calls`); the stored message keeps it.
     """
+    messages = [m for m in map(without_idless_calls, messages) if m is not None]
     answers: dict[int, list[ToolMessage]] = {}
     placed: set[int] = set()
     open_calls: dict[str, int] = {}

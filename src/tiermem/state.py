@@ -33,6 +33,7 @@ from ._messages import (
     render_text,
     store_text,
     tool_call_ids,
+    tool_call_names,
     validate_session_id,
 )
 from ._structure import (
@@ -464,7 +465,7 @@ def import_state(
             pinned=entry.pinned,
             summary=entry.summary,
             timestamp=entry.timestamp,
-            calls=tuple(zip(tool_call_ids(message), _call_names(message), strict=True)),
+            calls=tuple(zip(tool_call_ids(message), tool_call_names(message), strict=True)),
             answers=message.tool_call_id if isinstance(message, ToolMessage) else None,
         )
         for entry, message in zip(state.entries, messages, strict=True)
@@ -500,10 +501,6 @@ def import_state(
         pending_calls=unanswered_calls(entries),
         encoding=counter.encoding_name,
     )
-
-
-def _call_names(message: BaseMessage) -> list[str]:
-    return [call["name"] for call in getattr(message, "tool_calls", None) or []]
 
 
 def _check_text(text: str, path: str) -> None:

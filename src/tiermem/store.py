@@ -23,7 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from . import _driver, _failpoints, _sql, fts
-from ._messages import deserialize, load_text, store_text, tool_call_ids
+from ._messages import deserialize, load_text, store_text, tool_call_ids, tool_call_names
 from .errors import (
     CompressionConflict,
     CompressionInProgress,
@@ -322,16 +322,10 @@ def _check_tool_pairing(message: BaseMessage, pending: dict[str, str]) -> None:
                 f"tool result {message.tool_call_id!r} answers no pending tool call of this "
                 "session; add the assistant's tool call first"
             )
-    for call_id, name in zip(tool_call_ids(message), _call_names(message), strict=True):
-        if not call_id:
-            raise InvalidContent("a tool call needs an id")
+    for call_id, name in zip(tool_call_ids(message), tool_call_names(message), strict=True):
         if call_id in pending:
             raise InvalidContent(f"tool call id {call_id!r} is already pending")
         pending[call_id] = name
-
-
-def _call_names(message: BaseMessage) -> list[str]:
-    return [call["name"] for call in getattr(message, "tool_calls", None) or []]
 
 
 def stored_message_ids(

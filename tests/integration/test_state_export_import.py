@@ -439,10 +439,10 @@ SUMMARY_MALFORMED: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] 
         "$.entries",
         "unanswered tool call is compressed",
     ),
-    "tool call without an id": (
+    "result of a tool call without an id": (
         _call_without_id,
-        f"$.entries[{TURN[2] + 1}].message",
-        "missing or duplicated tool call id",
+        f"$.entries[{TURN[2] + 2}].message",
+        "tool result without its call",
     ),
     "empty summary content": (
         _summary(FIRST, content=""),

@@ -56,9 +56,14 @@ def _clause_from_mapping(mapping: Mapping[str, Any]) -> Clause:
             msg = f"Unsupported trigger metric: {kind!r}"
             raise ValueError(msg)
         # bool is an int: {"messages": True} must not become a threshold of 1.
-        numeric = (int, float) if kind == "fraction" else (int,)
-        if isinstance(value, bool) or not isinstance(value, numeric):
+        if isinstance(value, bool):
             msg = f"{kind} trigger value must be numeric, got {value!r}"
+            raise ValueError(msg)
+        if kind == "fraction" and not isinstance(value, (int, float)):
+            msg = f"Fraction trigger values must be numeric, got {value!r}"
+            raise ValueError(msg)
+        if kind != "fraction" and not isinstance(value, int):
+            msg = f"{kind} trigger values must be integers, got {value!r}"
             raise ValueError(msg)
         validate_context_size(cast("ContextSize", (kind, value)), "trigger")
         clause[kind] = value
@@ -94,7 +99,29 @@ def normalize_trigger(trigger: Trigger | None) -> list[Clause]:
         return []
     if isinstance(trigger, list):
         return [_clause_from_item(item) for item in trigger]
+    if not isinstance(trigger, (Mapping, tuple)):
+        msg = f"Unsupported trigger type: {type(trigger)}"
+        raise TypeError(msg)
     return [_clause_from_item(trigger)]
+
+
+def copy_trigger(trigger: Trigger | None) -> Trigger | None:
+    """Copy a trigger's list and dicts, so later edits by the caller change nothing.
+
+    Args:
+        trigger: Any trigger form, or ``None``.
+
+    Returns:
+        An equal trigger sharing no mutable container with ``trigger``.
+    """
+    if isinstance(trigger, Mapping):
+        return cast("TriggerClause", dict(trigger))
+    if isinstance(trigger, list):
+        return [
+            cast("TriggerClause", dict(item)) if isinstance(item, Mapping) else item
+            for item in trigger
+        ]
+    return trigger
 
 
 def should_compress(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain.agents.middleware.summarization import ContextSize
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -19,11 +19,19 @@ from tiermem import ConversationMemory, is_summary_message
 from tiermem.errors import (
     CompressionConflict,
     CompressionInProgress,
+    InvalidArgument,
     InvalidSessionId,
     SummarizationError,
 )
 
-from ._policy import Trigger, keep_count, normalize_trigger, should_compress, validate_context_size
+from ._policy import (
+    Trigger,
+    copy_trigger,
+    keep_count,
+    normalize_trigger,
+    should_compress,
+    validate_context_size,
+)
 from ._recorded import RecordedIds
 
 __all__ = ["TieredMemoryMiddleware", "session_id_from_config"]
@@ -79,11 +87,12 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``config["configurable"][session_key]`` (messages already stored are skipped, so
     resuming from a checkpointer never duplicates). When the trigger is met, tiermem
     compresses the older entries, and the state becomes tiermem's summary message
-    followed by the kept messages. A tool call is never split from its results, the
-    originals stay searchable (see :func:`tiermem_agents.recall_tool`), and when the
-    summarizer fails the turn goes on with tiermem's context, which still fits the
-    memory's ``max_tokens``: the oldest messages that do not fit are left out of it
-    (stored, compressed later) and its first message says how many (tiermem sends
+    (in ``summary_role``) followed by the kept messages. A tool call is never split
+    from its results, the originals stay searchable (see
+    :func:`tiermem_agents.recall_tool`), and when the summarizer fails the turn goes
+    on with tiermem's context, which still fits the memory's ``max_tokens``: the
+    oldest messages that do not fit are left out of it (stored, compressed later)
+    and its first message says how many (tiermem sends
     ``compression_failed``).
 
     Example:
@@ -107,6 +116,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         session_key: str = "thread_id",
         token_counter: TokenCounter | None = None,
         model: BaseChatModel | None = None,
+        summary_role: Literal["human", "system"] = "human",
     ) -> None:
         """Create the middleware.
 
@@ -125,27 +135,44 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 the memory's tiktoken counter.
             model: The agent's chat model; only its profile's ``max_input_tokens``
                 is read, for ``fraction`` thresholds.
+            summary_role: How the summary reaches the agent state and the model:
+                ``"human"``, a ``HumanMessage`` as ``SummarizationMiddleware`` sends
+                (several providers refuse a system message after the first turn), or
+                ``"system"``, tiermem's own ``SystemMessage``. Either way
+                ``is_summary_message`` recognizes it and it is never stored back.
 
         Raises:
             ValueError: On a malformed trigger or keep, or when a ``fraction`` is
                 used and the model's context size is unknown.
+            InvalidArgument: On an unknown ``summary_role``.
         """
         super().__init__()
         self.memory = memory
-        self.trigger = trigger if trigger is not None else self._default_trigger(memory)
+        # Validated in SummarizationMiddleware's order, with its messages, so code
+        # written against one catches the same errors from the other.
+        self.trigger = (
+            copy_trigger(trigger) if trigger is not None else self._default_trigger(memory)
+        )
+        self._clauses = normalize_trigger(self.trigger)
         self.keep: ContextSize = validate_context_size(
             keep if keep is not None else ("messages", memory.config.recent_window), "keep"
         )
+        if summary_role not in ("human", "system"):
+            msg = f"summary_role must be 'human' or 'system', got {summary_role!r}"
+            raise InvalidArgument(msg)
+        self.summary_role = summary_role
         self.session_key = session_key
         self.token_counter: TokenCounter = token_counter or memory.counter.count_messages
         self.max_input_tokens = _profile_limit(model)
         self._recorded = RecordedIds()
-        self._clauses = normalize_trigger(self.trigger)
         uses_fraction = any("fraction" in c for c in self._clauses) or self.keep[0] == "fraction"
         if uses_fraction and self.max_input_tokens is None:
             msg = (
-                "fractional trigger or keep needs the model's context size: pass "
-                "model=<chat model with profile={'max_input_tokens': ...}>, or use tokens"
+                "Model profile information is required to use fractional token limits, "
+                "and is unavailable for the specified model. Please use absolute token "
+                "counts instead, or pass "
+                '`\n\nChatModel(..., profile={"max_input_tokens": ...})`.\n\n'
+                "with a desired integer value of the model's maximum input tokens."
             )
             raise ValueError(msg)
 
@@ -213,14 +240,20 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """tiermem's rendered context without its summary message."""
         return [m for m in messages if not is_summary_message(m)]
 
-    @staticmethod
+    def _in_role(self, message: BaseMessage) -> BaseMessage:
+        """tiermem's summary in ``summary_role``; any other message unchanged."""
+        if self.summary_role == "system" or not is_summary_message(message):
+            return message
+        kwargs = {**message.additional_kwargs, "lc_source": "summarization"}
+        return HumanMessage(content=message.content, id=message.id, additional_kwargs=kwargs)
+
     def _replacement(
-        state: Sequence[AnyMessage], rendered: list[BaseMessage]
+        self, state: Sequence[AnyMessage], rendered: list[BaseMessage]
     ) -> dict[str, Any] | None:
         """The state update that swaps the state for tiermem's context, if it differs."""
         if [_identity(m) for m in state] == [_identity(m) for m in rendered]:
             return None
-        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *rendered]}
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *map(self._in_role, rendered)]}
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the state; compress and replace it when the trigger is met.

@@ -6,12 +6,18 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from tiermem import ConversationMemory, MemoryConfig, is_summary_message
-from tiermem.errors import InvalidSessionId
+from tiermem.errors import InvalidArgument, InvalidSessionId
 from tiermem.testing import FakeSummarizer, check_invariants
 
 from tiermem_agents import TieredMemoryMiddleware
@@ -191,3 +197,28 @@ def test_default_trigger_with_auto_compressing_memory(
         assert memory.get_stats("thread-1").summaries >= 1
         _assert_everything_recorded(memory, "thread-1", 25)
         check_invariants(memory)
+
+
+@pytest.mark.parametrize(("role", "kind"), [(None, HumanMessage), ("system", SystemMessage)])
+def test_summary_role(
+    memory: ConversationMemory, lookup_tool: BaseTool, role: str | None, kind: type[BaseMessage]
+) -> None:
+    """The summary reaches the model as SummarizationMiddleware's HumanMessage by default,
+    as a SystemMessage on request, and is never stored back as a message."""
+    kwargs: dict[str, Any] = {} if role is None else {"summary_role": role}
+    middleware = TieredMemoryMiddleware(
+        memory, trigger=("messages", 10), keep=("messages", 3), **kwargs
+    )
+    model = _drive(memory, lookup_tool, 12, middleware)
+    heads = [request[0] for request in model.requests if is_summary_message(request[0])]
+    assert heads
+    assert all(type(head) is kind for head in heads)
+    if kind is HumanMessage:
+        assert all(head.additional_kwargs["lc_source"] == "summarization" for head in heads)
+    _assert_everything_recorded(memory, "thread-1", 12)
+
+
+def test_summary_role_is_checked(memory: ConversationMemory) -> None:
+    """An unknown summary_role is refused at construction."""
+    with pytest.raises(InvalidArgument, match="summary_role"):
+        TieredMemoryMiddleware(memory, summary_role="assistant")  # type: ignore[arg-type]

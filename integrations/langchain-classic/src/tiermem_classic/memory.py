@@ -54,6 +54,19 @@ class TieredConversationMemory(BaseMemory):
         """The single variable this memory provides: ``[memory_key]``."""
         return [self.memory_key]
 
+    @property
+    def buffer(self) -> str | list[BaseMessage]:
+        """The session's context, as ``load_memory_variables({})[memory_key]`` gives it."""
+        return self.load_memory_variables({})[self.memory_key]  # type: ignore[no-any-return]
+
+    async def abuffer(self) -> str | list[BaseMessage]:
+        """Async twin of :attr:`buffer`.
+
+        Returns:
+            The session's context: a string, or messages with ``return_messages=True``.
+        """
+        return (await self.aload_memory_variables({}))[self.memory_key]  # type: ignore[no-any-return]
+
     def _render(self, messages: list[BaseMessage]) -> dict[str, Any]:
         """Shape the context as the chain expects it."""
         if self.return_messages:

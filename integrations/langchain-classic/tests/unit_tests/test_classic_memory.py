@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,3 +142,13 @@ def test_loads_within_max_tokens_when_the_summarizer_fails(
             else:
                 assert mem.counter.count_text(history) <= 150
         assert mem.get_stats("s").total_entries == 80
+
+
+def test_buffer_is_the_loaded_context(mem: ConversationMemory) -> None:
+    """buffer and abuffer return what load_memory_variables gives, as on the summary buffer."""
+    memory = TieredConversationMemory(memory=mem, session_id="s")
+    memory.save_context({"input": "Hi, I'm Ada."}, {"response": "Hello Ada!"})
+    assert memory.buffer == "Human: Hi, I'm Ada.\nAI: Hello Ada!"
+    as_messages = TieredConversationMemory(memory=mem, session_id="s", return_messages=True)
+    assert as_messages.buffer == [HumanMessage("Hi, I'm Ada."), AIMessage("Hello Ada!")]
+    assert asyncio.run(memory.abuffer()) == memory.buffer

@@ -1,0 +1,1 @@
+"""LangChain's own behavioural tests, run against tiermem's classes."""

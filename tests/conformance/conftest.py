@@ -1,0 +1,10 @@
+"""Markers the peers' test files apply when they are imported."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register LangChain's ``requires`` marker, so its test files import."""
+    config.addinivalue_line("markers", "requires(module): LangChain's optional-dependency mark")
