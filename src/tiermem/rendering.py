@@ -153,6 +153,11 @@ def render_messages(
     if max_tokens is None or counter is None:
         return ([summary_message(summaries)] if summaries else []) + ordered
     count = counter
+    bound = head_upper_bound(count, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
+    # The usual case: no stand-in results were added and everything fits by the stored
+    # counts, so nothing is grouped or counted.
+    if len(ordered) == len(entries) and bound + sum(e.tokens for e in entries) <= max_tokens:
+        return ([summary_message(summaries)] if summaries else []) + ordered
     stored = {id(entry.message): entry for entry in entries}
     units = group_units(ordered)
 
@@ -178,8 +183,7 @@ def render_messages(
         tokens = head_tokens(count, first) if first is not None else 0
         return tokens + sum(unit_costs[index] for index in choice.units)
 
-    bound = head_upper_bound(count, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
-    if bound + sum(unit_costs) <= max_tokens:  # the usual case: nothing to count
+    if bound + sum(unit_costs) <= max_tokens:  # stand-ins included, it still fits
         return ([summary_message(summaries)] if summaries else []) + ordered
     choice = fit_units(
         unit_costs, [len(unit) for unit in units], pinned, len(ids), max_tokens, total
