@@ -141,6 +141,14 @@ def fixture_pg_schema() -> Iterator[str]:
     _drop_schema(schema)
 
 
+def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A URL (as an operator passes ``--url``) on a fresh SQLite file or, for
+    ``postgres``, the test's fresh schema."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'cli.db'}"
+    return f"{PG_URL}?options=-csearch_path%3D{request.getfixturevalue('pg_schema')}"
+
+
 @pytest.fixture(name="backend", params=["sqlite", "postgres"])
 def fixture_backend(request: pytest.FixtureRequest) -> str:
     """The storage backend under test."""

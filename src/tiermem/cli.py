@@ -1,10 +1,10 @@
 """The ``tiermem`` command line (needs the ``cli`` extra: typer and rich).
 
 Exit codes: 0 success, 1 an error (one line on stderr, never a traceback), 2 bad
-usage, 3 ``doctor`` found broken invariants. Every command takes ``--url``
-(default: the embedded SQLite file ``tiermem.db``) and ``--project``. The
-maintenance commands (``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing
-on success.
+usage, 3 ``doctor`` found broken invariants. Every command but ``demo`` (which
+takes ``--db``) takes ``--url`` (default: the embedded SQLite file ``tiermem.db``);
+those that read or write sessions take ``--project``. The maintenance commands
+(``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing on success.
 
 Looking is not using: the read-only commands (``sessions``, ``show``, ``stats``,
 ``export``, ``doctor``) never create a database (a missing SQLite file is an

@@ -19,7 +19,7 @@ from typer.testing import CliRunner, Result
 from tiermem import ConversationMemory, cli
 from tiermem.errors import InvalidArgument
 
-from ..conftest import PG_URL
+from ..conftest import store_url
 
 runner = CliRunner()
 
@@ -41,10 +41,7 @@ def fixture_wide(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(name="url")
 def fixture_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A URL on a fresh SQLite file or PostgreSQL schema holding session ``s``."""
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'cli.db'}"
-    else:
-        url = f"{PG_URL}?options=-csearch_path%3D{request.getfixturevalue('pg_schema')}"
+    url = store_url(backend, tmp_path, request)
     with ConversationMemory(url) as memory:
         memory.add_user_message("s", "hello")
     yield url
@@ -171,12 +168,9 @@ def test_read_only_commands_create_no_tables(
 ) -> None:
     """On a database without tiermem's tables (an empty SQLite file, an empty
     PostgreSQL schema) a read-only command says so and creates none."""
+    url = store_url(backend, tmp_path, request)
     if backend == "sqlite":
-        path = tmp_path / "empty.db"
-        path.touch()
-        url = f"sqlite:///{path}"
-    else:
-        url = f"{PG_URL}?options=-csearch_path%3D{request.getfixturevalue('pg_schema')}"
+        (tmp_path / "cli.db").touch()
     result = runner.invoke(cli.app, [*args, "--url", url])
     assert_one_line_error(result, "no tiermem tables in", "nothing stored yet")
     engine = sa.create_engine(url)

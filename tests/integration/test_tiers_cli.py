@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tiermem import ConversationMemory, cli
 from tiermem.testing import ManualClock, check_invariants
 
-from ..conftest import PG_URL
+from ..conftest import store_url
 
 runner = CliRunner()
 
@@ -23,10 +23,7 @@ runner = CliRunner()
 @pytest.fixture(name="url")
 def fixture_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A URL on a fresh SQLite file or PostgreSQL schema; invariants checked afterwards."""
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'cli.db'}"
-    else:
-        url = f"{PG_URL}?options=-csearch_path%3D{request.getfixturevalue('pg_schema')}"
+    url = store_url(backend, tmp_path, request)
     yield url
     with ConversationMemory(url) as memory:
         check_invariants(memory)

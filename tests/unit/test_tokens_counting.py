@@ -55,6 +55,19 @@ def fixture_fresh_loader() -> Iterator[None]:
     load_encoding.cache_clear()
 
 
+@pytest.fixture(name="offline_only")
+def fixture_offline_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tiktoken as on a machine with no network: only the offline copy loads."""
+    real = tiktoken.get_encoding
+
+    def offline_only(name: str) -> tiktoken.Encoding:
+        if name == OFFLINE_ENCODING:
+            return real(name)
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", offline_only)
+
+
 def test_offline_encoding_is_the_real_cl100k(encoding: tiktoken.Encoding) -> None:
     """The bundled file is the real cl100k_base: known ids for a known text."""
     assert encoding.encode("hello world") == [15339, 1917]
@@ -196,19 +209,9 @@ def test_unknown_model_fails_memory_construction(tmp_path: Path) -> None:
     assert not (tmp_path / "m.db").exists()
 
 
-@pytest.mark.usefixtures("fresh_loader")
-def test_fallback_is_logged_once(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+@pytest.mark.usefixtures("fresh_loader", "offline_only")
+def test_fallback_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     """Without the downloadable file the offline copy is used and the fact logged once."""
-    real = tiktoken.get_encoding
-
-    def offline_only(name: str) -> tiktoken.Encoding:
-        if name == OFFLINE_ENCODING:
-            return real(name)
-        raise ConnectionError("no network")
-
-    monkeypatch.setattr(tiktoken, "get_encoding", offline_only)
     with caplog.at_level(logging.INFO, logger="tiermem.tokens"):
         first = TokenCounter()
         second = TokenCounter()
@@ -250,20 +253,10 @@ def test_unknown_encoding_is_refused_with_the_valid_names(name: str, tmp_path: P
     assert not (tmp_path / "m.db").exists()
 
 
-@pytest.mark.usefixtures("fresh_loader")
-def test_unfetchable_encoding_without_offline_copy_is_unavailable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.usefixtures("fresh_loader", "offline_only")
+def test_unfetchable_encoding_without_offline_copy_is_unavailable() -> None:
     """A known encoding that cannot be fetched and that the offline extra does not hold
     raises TokenizerUnavailable naming the fix instead of counting with cl100k_base."""
-    real = tiktoken.get_encoding
-
-    def offline_only(name: str) -> tiktoken.Encoding:
-        if name == OFFLINE_ENCODING:
-            return real(name)
-        raise ConnectionError("no network")
-
-    monkeypatch.setattr(tiktoken, "get_encoding", offline_only)
     with pytest.raises(TokenizerUnavailable, match="TIKTOKEN_CACHE_DIR") as info:
         TokenCounter(encoding="o200k_base")
     assert isinstance(info.value.__cause__, ConnectionError)
