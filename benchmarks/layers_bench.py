@@ -50,7 +50,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem.layer_tables import item_table, scope_table
+from tiermem._storage.layer_schema import item_table, scope_table
 
 PG_URL = os.environ.get(
     "TIERMEM_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

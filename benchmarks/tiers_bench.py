@@ -50,7 +50,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig, calculate_tier, fts
+from tiermem import ConversationMemory, MemoryConfig, calculate_tier
+from tiermem._storage import fts
 from tiermem.testing import ManualClock
 
 PG_URL = os.environ.get(

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from .compression import DEFAULT_SUMMARY_PROMPT
-from .db import Database
+from ._compression.policy import DEFAULT_SUMMARY_PROMPT
+from ._core.render import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
+from ._ops.tiers import TierStats
+from ._ops.transfer import SessionState
+from ._storage.database import Database
+from ._storage.schema import create_tables
 from .errors import TiermemError
-from .lifecycle import TierStats
 from .memory import ConversationMemory
-from .models import (
+from .tiers import MemoryTier, TierPolicy, calculate_tier
+from .tokens import TokenCounter
+from .types import (
     CompressionResult,
     EntryType,
     MemoryConfig,
@@ -19,11 +24,6 @@ from .models import (
     SessionInfo,
     SessionStats,
 )
-from .rendering import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
-from .state import SessionState
-from .tables import create_tables
-from .tiers import MemoryTier, TierPolicy, calculate_tier
-from .tokens import TokenCounter
 
 __version__ = metadata.version("tiermem")
 

@@ -35,17 +35,17 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
 
 import sqlalchemy as sa
 
-from . import store
-from ._messages import validate_session_id
-from .db import DEFAULT_URL, parse_url, translate_error
+from ._core.messages import validate_session_id
+from ._core.render import context_text
+from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress, TierStats
+from ._storage import store
+from ._storage.database import DEFAULT_URL, parse_url, translate_error
+from ._storage.schema import SessionRow
+from .doctor import find_violations
 from .errors import InvalidArgument, TiermemError
-from .invariants import find_violations
-from .lifecycle import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress, TierStats
 from .memory import ConversationMemory
-from .models import SessionStats
-from .rendering import context_text
-from .tables import SessionRow
 from .tiers import calculate_tier
+from .types import SessionStats
 
 __all__ = ["app", "main"]
 
@@ -269,7 +269,7 @@ def db_upgrade(
     ] = "head",
 ) -> None:
     """Apply the schema migrations (idempotent); creates a missing SQLite file."""
-    from .migrations import upgrade
+    from ._storage.migrations import upgrade
 
     with reported():
         upgrade(url, revision)

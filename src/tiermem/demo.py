@@ -17,10 +17,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .db import utc_now
+from ._storage.database import utc_now
 from .errors import InvalidArgument
 from .memory import ConversationMemory
-from .models import CompressionResult, MemoryConfig, MemoryEntry
+from .types import CompressionResult, MemoryConfig, MemoryEntry
 
 __all__ = ["DEMO_OLD_SESSION_AGE", "DEMO_PROJECT", "run_demo"]
 

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # errors are imported by everything: no import of the models at run time
-    from .models import MemoryEntry
+    from .types import MemoryEntry
 
 __all__ = [
     "BudgetExceeded",

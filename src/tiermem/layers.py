@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import RowMapping
 
-from . import fts, layer_store
-from ._layer_base import (
+from ._core.messages import serialize_metadata
+from ._core.runner import Op
+from ._ops.compact import CompactionMixin
+from ._ops.layer_base import (
     DEFAULT_MAX_WORKING_ENTRIES,
     check_count,
     check_key,
@@ -43,10 +45,10 @@ from ._layer_base import (
     to_rule,
     validate_scope,
 )
-from ._messages import serialize_metadata
-from ._ops import Op
+from ._storage import fts
+from ._storage import items as layer_store
+from ._storage.items import prune_expired_items, recalculate_item_tiers
 from .errors import InvalidArgument
-from .layer_compaction import CompactionMixin
 from .layer_models import (
     KnowledgeEntry,
     LayerCompaction,
@@ -56,7 +58,6 @@ from .layer_models import (
     LayerType,
     Rule,
 )
-from .layer_store import prune_expired_items, recalculate_item_tiers
 
 if TYPE_CHECKING:
     from .memory import ConversationMemory

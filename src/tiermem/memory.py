@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy.engine import Connection, Engine
 
-from . import _failpoints, signals, store
-from ._messages import (
+from . import signals
+from ._compression.policy import Summarizer, SummarizerLike
+from ._core import failpoints as _failpoints
+from ._core.messages import (
     check_entry_size,
     check_message_id,
     classify,
@@ -31,10 +33,14 @@ from ._messages import (
     serialize_metadata,
     validate_session_id,
 )
-from ._ops import Emit, Op
-from .compression import Summarizer, SummarizerLike
-from .compressor import CompressionMixin, Planned
-from .db import Database, utc_now
+from ._core.render import SUMMARY_HEADER
+from ._core.runner import Emit, Op
+from ._ops.compress import CompressionMixin, Planned
+from ._ops.read import MessageWindow, ReadingMixin
+from ._ops.tiers import LifecycleMixin
+from ._ops.transfer import SessionState, export_state, import_state
+from ._storage import store
+from ._storage.database import Database, utc_now
 from .errors import (
     BudgetExceeded,
     ContextReadFailed,
@@ -44,15 +50,11 @@ from .errors import (
     TiermemError,
 )
 from .layers import LayeredMemory, layered_memory
-from .lifecycle import LifecycleMixin
-from .models import (
+from .tokens import MESSAGE_OVERHEAD, TokenCounter
+from .types import (
     MemoryConfig,
     MemoryEntry,
 )
-from .reading import MessageWindow, ReadingMixin
-from .rendering import SUMMARY_HEADER
-from .state import SessionState, export_state, import_state
-from .tokens import MESSAGE_OVERHEAD, TokenCounter
 
 if TYPE_CHECKING:  # the deprecated base class is imported lazily at run time
     from .history import TieredChatMessageHistory

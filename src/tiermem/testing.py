@@ -24,7 +24,7 @@ from pydantic import ConfigDict, Field
 from sqlalchemy.engine import Engine
 
 from . import signals
-from .invariants import find_violations
+from .doctor import find_violations
 
 __all__ = [
     "FakeSummarizer",

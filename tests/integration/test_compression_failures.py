@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig, SessionState
+from tiermem._storage.schema import session_table
 from tiermem.errors import (
     CompressionConflict,
     CompressionInProgress,
@@ -22,7 +23,6 @@ from tiermem.errors import (
     SummarizerTimeout,
     TiermemError,
 )
-from tiermem.tables import session_table
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder, SummarizerMode
 
 from ..conftest import MemoryFactory

@@ -19,9 +19,9 @@ from tiermem import (
     MemorySummary,
     is_summary_message,
 )
-from tiermem.compression import heuristic_summary
+from tiermem._compression.policy import heuristic_summary
+from tiermem._core.render import SUMMARY_HEADER
 from tiermem.errors import InvalidArgument, SummarizerOutputInvalid
-from tiermem.rendering import SUMMARY_HEADER
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory

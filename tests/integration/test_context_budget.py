@@ -13,9 +13,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from tiermem import OMITTED_MARKER, ConversationMemory, MemoryConfig, is_summary_message
-from tiermem.compression import fit_summary, heuristic_summary
+from tiermem._compression.policy import fit_summary, heuristic_summary
+from tiermem.doctor import provider_shape_problems
 from tiermem.errors import BudgetExceeded
-from tiermem.invariants import provider_shape_problems
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory

@@ -13,8 +13,10 @@ import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, _driver, _sql
-from tiermem.db import Database
+from tiermem import ConversationMemory
+from tiermem._storage import _fast as _driver
+from tiermem._storage import statements as _sql
+from tiermem._storage.database import Database
 from tiermem.errors import StorageError
 from tiermem.testing import ManualClock
 

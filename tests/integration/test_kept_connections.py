@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from tiermem import ConversationMemory
-from tiermem.db import _IDLE_MAX, Database
+from tiermem._storage.database import _IDLE_MAX, Database
 from tiermem.errors import StorageBusy
 
 

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from tiermem import ConversationMemory, MemoryConfig, TierStats
-from tiermem.layer_tables import item_table
+from tiermem._storage.layer_schema import item_table
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory

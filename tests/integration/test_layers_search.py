@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, fts
+from tiermem import ConversationMemory
+from tiermem._storage import fts
 from tiermem.layer_models import LayerType
 from tiermem.layers import prune_expired_items
 from tiermem.testing import ManualClock

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tiermem import ConversationMemory, MemoryTier, TierPolicy, calculate_tier
-from tiermem.layer_tables import item_table
+from tiermem._storage.layer_schema import item_table
 from tiermem.layers import prune_expired_items, recalculate_item_tiers
 from tiermem.testing import ManualClock
 

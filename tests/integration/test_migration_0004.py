@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory
-from tiermem.migrations import upgrade
+from tiermem._storage.migrations import upgrade
 
 from .test_tiers_migration import downgrade, fixture_db, fixture_url  # noqa: F401 (fixtures)
 

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, create_tables
-from tiermem.migrations import upgrade
+from tiermem._storage.migrations import upgrade
 
 from .test_tiers_migration import downgrade, fixture_db, fixture_url  # noqa: F401 (fixtures)
 

@@ -10,8 +10,9 @@ import sqlalchemy as sa
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig, fts
-from tiermem.db import Database
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem._storage import fts
+from tiermem._storage.database import Database
 from tiermem.errors import InvalidArgument
 from tiermem.testing import FakeSummarizer, ManualClock
 

@@ -15,9 +15,9 @@ from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig, SessionState
-from tiermem import state as state_module
+from tiermem._ops import transfer as state_module
+from tiermem.doctor import find_violations
 from tiermem.errors import EntryTooLarge, ImportValidationError, InvalidContent
-from tiermem.invariants import find_violations
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Connection, Engine
 
-from tiermem import ConversationMemory, MemoryConfig, invariants, store
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem import doctor as invariants
+from tiermem._storage import store
 from tiermem.testing import FakeSummarizer, check_invariants
 
 from ..conftest import MemoryFactory

@@ -11,8 +11,8 @@ from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig, MemoryTier, SessionInfo
+from tiermem._storage.schema import session_table
 from tiermem.errors import InvalidSessionId, SessionNotFound
-from tiermem.tables import session_table
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory

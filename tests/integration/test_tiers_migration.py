@@ -11,9 +11,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import Engine
 
-import tiermem.migrations
 from tiermem import ConversationMemory, create_tables
-from tiermem.migrations import upgrade
+from tiermem._storage import migrations
+from tiermem._storage.migrations import upgrade
 
 from ..conftest import PG_URL
 
@@ -49,9 +49,9 @@ def indexes(engine: Engine) -> dict[str, set[str]]:
 
 
 def downgrade(url: str, revision: str) -> None:
-    """Run Alembic's downgrade the way ``tiermem.migrations.upgrade`` runs upgrades."""
+    """Run Alembic's downgrade the way ``tiermem._storage.migrations.upgrade`` runs upgrades."""
     config = Config()
-    config.set_main_option("script_location", str(Path(tiermem.migrations.__file__).parent))
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
     engine = sa.create_engine(url)
     with engine.begin() as connection:
         config.attributes["connection"] = connection

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig, MemoryTier
+from tiermem._storage.schema import entry_table, session_table, summary_table
 from tiermem.errors import InvalidArgument
-from tiermem.tables import entry_table, session_table, summary_table
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory

@@ -17,7 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, _failpoints
+from tiermem import ConversationMemory
+from tiermem._core import failpoints as _failpoints
 from tiermem.errors import SessionNotFound
 from tiermem.testing import ManualClock, SignalRecorder
 

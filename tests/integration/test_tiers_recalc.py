@@ -13,8 +13,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryTier, calculate_tier
+from tiermem._storage.schema import session_table
 from tiermem.errors import InvalidArgument
-from tiermem.tables import session_table
 from tiermem.testing import ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory

@@ -11,7 +11,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem.fts import ENTRY_INDEX
+from tiermem._storage.fts import ENTRY_INDEX
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory

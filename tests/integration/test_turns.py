@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import MemoryConfig, is_summary_message
-from tiermem._messages import SUMMARY_MARKER
-from tiermem.compressor import Planned
+from tiermem._core.messages import SUMMARY_MARKER
+from tiermem._ops.compress import Planned
 from tiermem.errors import ContextReadFailed, InvalidContent, StorageError
 from tiermem.testing import FakeSummarizer, SignalRecorder
 

@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem.invariants import provider_shape_problems
+from tiermem.doctor import provider_shape_problems
 from tiermem.testing import check_invariants
 
 from ..conftest import MemoryFactory

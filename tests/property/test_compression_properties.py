@@ -19,8 +19,8 @@ from langchain_core.messages import (
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem.doctor import provider_shape_problems
 from tiermem.errors import BudgetExceeded, SessionNotFound, SummarizationError
-from tiermem.invariants import provider_shape_problems
 from tiermem.testing import check_invariants
 
 from ..conftest import MemoryFactory

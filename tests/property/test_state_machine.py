@@ -49,10 +49,12 @@ from tiermem import (
     MemoryConfig,
     TierPolicy,
     calculate_tier,
-    fts,
     is_summary_message,
 )
-from tiermem._messages import render_text
+from tiermem._core.messages import render_text
+from tiermem._core.render import MISSING_RESULT_TEXT, SUMMARY_HEADER
+from tiermem._storage import fts
+from tiermem.doctor import find_violations, provider_shape_problems
 from tiermem.errors import (
     BudgetExceeded,
     InvalidContent,
@@ -60,8 +62,6 @@ from tiermem.errors import (
     StorageError,
     SummarizationError,
 )
-from tiermem.invariants import find_violations, provider_shape_problems
-from tiermem.rendering import MISSING_RESULT_TEXT, SUMMARY_HEADER
 from tiermem.testing import FakeSummarizer, ManualClock
 from tiermem.tokens import MESSAGE_OVERHEAD, TokenCounter
 

@@ -14,19 +14,20 @@ import pytest
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage
 
-from tiermem import ConversationMemory, MemoryConfig, TierPolicy, store
-from tiermem._messages import MAX_NESTING
-from tiermem._ops import EARLIEST_TIME, LATEST_TIME
+from tiermem import ConversationMemory, MemoryConfig, TierPolicy
+from tiermem._core.messages import MAX_NESTING
+from tiermem._core.runner import EARLIEST_TIME, LATEST_TIME
+from tiermem._storage import store
+from tiermem._storage.schema import session_table
 from tiermem.errors import (
     InvalidArgument,
     InvalidContent,
     SummarizerFailed,
     SummarizerOutputInvalid,
 )
-from tiermem.models import MAX_DURATION_SECONDS
-from tiermem.tables import session_table
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 from tiermem.tiers import MAX_TIER_AGE
+from tiermem.types import MAX_DURATION_SECONDS
 
 from ..conftest import MemoryFactory
 from ..reliability.test_bad_inputs import refused

@@ -9,8 +9,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from tiermem import MemoryConfig
+from tiermem.doctor import provider_shape_problems
 from tiermem.errors import InvalidContent
-from tiermem.invariants import provider_shape_problems
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory

@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from tiermem.invariants import find_violations
+from tiermem.doctor import find_violations
 
 __all__ = [
     "CTX",

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from tiermem import ConversationMemory, MemoryConfig, SessionState
-from tiermem.invariants import find_violations
+from tiermem.doctor import find_violations
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory

@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from tiermem import create_tables
+from tiermem._storage.migrations import upgrade
+from tiermem._storage.schema import session_table
 from tiermem.errors import SummarizerTimeout
-from tiermem.migrations import upgrade
-from tiermem.tables import session_table
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import _create_schema, _drop_schema

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tiermem._storage.schema import session_table
 from tiermem.errors import CompressionInProgress
-from tiermem.tables import session_table
 from tiermem.testing import FakeSummarizer
 
 from .harness import (

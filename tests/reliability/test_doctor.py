@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from typer.testing import CliRunner
 
+from tiermem._storage.schema import entry_table, session_table, summary_table
 from tiermem.cli import app
-from tiermem.tables import entry_table, session_table, summary_table
 
 from .harness import StoreSpec
 from .workers import op_messages, opened

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from tiermem import ConversationMemory, MemoryConfig, _messages, compression
-from tiermem.compression import Summarizer
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem._compression import policy as compression
+from tiermem._compression.policy import Summarizer
+from tiermem._core import messages as _messages
 from tiermem.errors import SummarizerTimeout
 from tiermem.testing import FakeSummarizer
 

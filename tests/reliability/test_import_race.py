@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from tiermem import ConversationMemory, SessionState
 from tiermem.errors import StorageBusy
-from tiermem.models import MemoryEntry
+from tiermem.types import MemoryEntry
 
 from .harness import (
     StoreSpec,
@@ -54,7 +54,7 @@ def _gate_failpoint(point: str, gate: str) -> None:
     """Make failpoint ``point`` pause as the ``pause`` action does (its ``.hit`` marker in
     ``TIERMEM_FAILPOINT_DIR``), but go on once the file ``gate`` exists instead of
     sleeping until killed."""
-    from tiermem import _failpoints
+    from tiermem._core import failpoints as _failpoints
 
     original = _failpoints.hit
 

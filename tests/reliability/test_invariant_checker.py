@@ -11,8 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sqlalchemy.engine import Connection
 
 from tiermem import ConversationMemory, MemoryConfig, TierPolicy
-from tiermem.invariants import find_violations, provider_shape_problems
-from tiermem.tables import entry_table, session_table, summary_table
+from tiermem._storage.schema import entry_table, session_table, summary_table
+from tiermem.doctor import find_violations, provider_shape_problems
 from tiermem.testing import FakeSummarizer, ManualClock
 
 from ..conftest import MemoryFactory

@@ -14,9 +14,10 @@ import sqlalchemy as sa
 from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig, SessionState, _failpoints
+from tiermem import ConversationMemory, MemoryConfig, SessionState
+from tiermem._core import failpoints as _failpoints
+from tiermem.doctor import find_violations
 from tiermem.errors import StorageBusy, StorageError, StorageFull, StorageUnavailable
-from tiermem.invariants import find_violations
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import (

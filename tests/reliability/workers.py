@@ -336,7 +336,7 @@ def first_start(spec: StoreSpec, how: str, worker: int, log_path: str, barrier: 
             create_tables(engine)
             engine.dispose()
         else:
-            from tiermem.migrations import upgrade
+            from tiermem._storage.migrations import upgrade
 
             upgrade(spec.url)
         write_log(log_path, {"worker": worker, "outcome": "ok"})

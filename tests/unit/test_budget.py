@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from tiermem import OMITTED_MARKER, TokenCounter, is_summary_message
-from tiermem.budget import WindowEntry, group_units, head_tokens, head_upper_bound
+from tiermem._core.budget import WindowEntry, group_units, head_tokens, head_upper_bound
+from tiermem._core.render import SUMMARY_HEADER, SummaryText, render_messages, summary_message
 from tiermem.errors import BudgetExceeded
-from tiermem.rendering import SUMMARY_HEADER, SummaryText, render_messages, summary_message
 
 COUNTER = TokenCounter()
 

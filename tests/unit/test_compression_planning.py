@@ -13,8 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableLambda
 
 from tiermem import DEFAULT_SUMMARY_PROMPT, EntryType, MemoryConfig, MemoryEntry
-from tiermem._messages import classify
-from tiermem.compression import (
+from tiermem._compression.policy import (
     Summarizer,
     build_prompt,
     fit_prompt,
@@ -23,6 +22,7 @@ from tiermem.compression import (
     render_conversation,
     select_entries,
 )
+from tiermem._core.messages import classify
 from tiermem.errors import (
     InvalidArgument,
     SummarizerFailed,

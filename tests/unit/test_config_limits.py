@@ -13,11 +13,11 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from tiermem import MemoryConfig, TierPolicy
-from tiermem._messages import MAX_NESTING, check_nesting
-from tiermem.compression import build_prompt, normalize_output
+from tiermem._compression.policy import build_prompt, normalize_output
+from tiermem._core.messages import MAX_NESTING, check_nesting
 from tiermem.errors import InvalidArgument, InvalidContent, SummarizerOutputInvalid
-from tiermem.models import MAX_DURATION_SECONDS
 from tiermem.tiers import MAX_TIER_AGE
+from tiermem.types import MAX_DURATION_SECONDS
 
 
 @pytest.mark.parametrize("name", ["claim_ttl", "backoff_base", "backoff_max"])

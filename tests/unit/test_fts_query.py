@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage
 
-from tiermem import ConversationMemory, fts
-from tiermem.store import FTS_BATCH
-from tiermem.tables import create_tables
+from tiermem import ConversationMemory
+from tiermem._storage import fts
+from tiermem._storage.schema import create_tables
+from tiermem._storage.store import FTS_BATCH
 
 HOSTILE = [
     '"',

@@ -14,8 +14,9 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from tiermem import ConversationMemory, _messages
-from tiermem._messages import _CACHE, clear_cache, deserialize, remember, serialize
+from tiermem import ConversationMemory
+from tiermem._core import messages as _messages
+from tiermem._core.messages import _CACHE, clear_cache, deserialize, remember, serialize
 
 
 def _parsed(text: str) -> BaseMessage:

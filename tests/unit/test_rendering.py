@@ -5,8 +5,8 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from tiermem import MISSING_RESULT_MARKER
-from tiermem.invariants import provider_shape_problems
-from tiermem.rendering import MISSING_RESULT_TEXT, provider_order
+from tiermem._core.render import MISSING_RESULT_TEXT, provider_order
+from tiermem.doctor import provider_shape_problems
 
 
 def call(*ids: str) -> AIMessage:

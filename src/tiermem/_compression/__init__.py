@@ -1,0 +1,3 @@
+"""_compression."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""_core."""
+
+from __future__ import annotations

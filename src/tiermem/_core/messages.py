@@ -1,0 +1,374 @@
+"""Private helpers: message <-> stored JSON, entry types, text rendering, id rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+    messages_from_dict,
+)
+
+from ..errors import EntryTooLarge, InvalidContent, InvalidSessionId
+from ..types import EntryType
+
+_SESSION_ID_MAX = 255
+#: The longest message id stored (the ``message_id`` column is VARCHAR(255) on
+#: PostgreSQL; SQLite gets the same limit so every store holds what the other does).
+MESSAGE_ID_MAX = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The key under which the summary message of get_messages carries its summary ids.
+SUMMARY_MARKER = "tiermem_summary_ids"
+#: Stored text starting with this Unicode noncharacter is a JSON string (see store_text).
+_ESCAPED_TEXT = "\ufdd0"
+
+
+def store_text(text: str) -> str:
+    """``text`` as kept in a TEXT column: unchanged, unless it holds NUL (which
+    PostgreSQL TEXT cannot store) or starts with the escape marker; such text is
+    stored as the marker plus its JSON string, so every text round-trips exactly."""
+    if "\x00" in text or text.startswith(_ESCAPED_TEXT):
+        return _ESCAPED_TEXT + json.dumps(text)
+    return text
+
+
+def load_text(stored: str) -> str:
+    """The text :func:`store_text` stored."""
+    if stored.startswith(_ESCAPED_TEXT):
+        return str(json.loads(stored[len(_ESCAPED_TEXT) :]))
+    return stored
+
+
+def validate_session_id(session_id: object, what: str = "session id") -> str:
+    """Return ``session_id`` if it obeys the rule: a str of 1-255 characters,
+    no control characters (NUL, newline, ...), no leading or trailing whitespace.
+    ``what`` names the value in the error (projects follow the same rule).
+
+    Raises:
+        InvalidSessionId: otherwise.
+    """
+    if not isinstance(session_id, str):
+        raise InvalidSessionId(f"{what} must be a str, got {type(session_id).__name__}")
+    if not 1 <= len(session_id) <= _SESSION_ID_MAX:
+        raise InvalidSessionId(f"{what} must have 1-{_SESSION_ID_MAX} characters")
+    if _CONTROL.search(session_id) or session_id != session_id.strip():
+        raise InvalidSessionId(f"{what} {session_id!r} has control characters or outer whitespace")
+    _check_encodable(session_id, what, InvalidSessionId)
+    return session_id
+
+
+def _check_encodable(text: str, what: str, error: type[InvalidContent | InvalidSessionId]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"{what} is not valid Unicode (lone surrogate?)") from exc
+
+
+def classify(message: BaseMessage) -> tuple[EntryType, str]:
+    """The entry type and role of a message."""
+    if isinstance(message, AIMessage):
+        return (EntryType.TOOL_CALL if message.tool_calls else EntryType.MESSAGE), "assistant"
+    if isinstance(message, ToolMessage):
+        return EntryType.TOOL_RESULT, "tool"
+    if isinstance(message, HumanMessage):
+        return EntryType.MESSAGE, "user"
+    if isinstance(message, SystemMessage):
+        return EntryType.MESSAGE, "system"
+    return EntryType.MESSAGE, message.type
+
+
+#: The deepest nesting of lists and dicts accepted in a message or in metadata,
+#: counting a message's fields (``content``, ``additional_kwargs``, ``tool_calls``,
+#: ...) and the values of metadata as the first level (a tool call's ``args`` is
+#: the third). Deeper values would exhaust the recursion of the JSON encoder and of
+#: everything that reads them back.
+MAX_NESTING = 100
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def check_nesting(what: str, *levels: Iterable[Any]) -> None:
+    """Refuse lists and dicts nested deeper than ``MAX_NESTING`` in ``levels``, each
+    an iterable of first-level values; walked without recursion.
+
+    Raises:
+        InvalidContent: when they are nested deeper (or hold a cycle).
+    """
+    stack: list[tuple[Iterable[Any], int]] = [(level, 0) for level in levels]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InvalidContent(f"{what} nests lists and dicts deeper than {MAX_NESTING} levels")
+        for child in value.values() if isinstance(value, dict) else value:
+            if isinstance(child, _CONTAINERS):
+                stack.append((child, depth + 1))
+
+
+def dumps(value: Any) -> str:
+    """Strict JSON: NaN refused; NUL is escaped so PostgreSQL TEXT holds it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def serialize(message: BaseMessage, *, max_chars: int) -> str:
+    """The exact JSON of ``message`` (``message_to_dict``).
+
+    Raises:
+        InvalidContent: for values JSON cannot hold, invalid Unicode or nesting
+            deeper than ``MAX_NESTING``.
+        EntryTooLarge: above ``max_chars``.
+    """
+    if not isinstance(message, BaseMessage):
+        raise InvalidContent(f"expected a LangChain BaseMessage, got {type(message).__name__}")
+    check_nesting("message", message.__dict__.values(), (message.__pydantic_extra__ or {}).values())
+    try:
+        text = dumps(message_to_dict(message))
+    except (TypeError, ValueError) as exc:
+        raise InvalidContent(f"message is not JSON-serializable: {exc}") from exc
+    _check_encodable(text, "message", InvalidContent)
+    check_entry_size(text, "", max_chars)  # before its metadata is even serialized
+    return text
+
+
+def serialize_metadata(metadata: Mapping[str, Any]) -> str:
+    """JSON of user metadata, with the same checks as messages."""
+    if isinstance(metadata, Mapping):  # anything else is refused below
+        check_nesting("metadata", metadata.values())
+    try:
+        text = dumps(dict(metadata))
+    except (TypeError, ValueError) as exc:
+        raise InvalidContent(f"metadata is not JSON-serializable: {exc}") from exc
+    _check_encodable(text, "metadata", InvalidContent)
+    return text
+
+
+def check_entry_size(message_json: str, metadata_json: str, max_chars: int) -> None:
+    """The one size limit of an entry: its message JSON and its metadata JSON
+    together hold at most ``max_chars`` characters (``MemoryConfig.max_entry_chars``).
+
+    Raises:
+        EntryTooLarge: above the limit.
+    """
+    size = len(message_json) + len(metadata_json)
+    if size > max_chars:
+        raise EntryTooLarge(
+            f"entry of {size} characters (message and metadata) exceeds "
+            f"max_entry_chars={max_chars}",
+            size=size,
+            limit=max_chars,
+        )
+
+
+def check_message_id(message: BaseMessage) -> None:
+    """A message id is stored as text of at most :data:`MESSAGE_ID_MAX` characters
+    (an id holding NUL counts as its escaped form, see :func:`store_text`).
+
+    Raises:
+        InvalidContent: for a longer id.
+    """
+    if message.id is not None and len(store_text(message.id)) > MESSAGE_ID_MAX:
+        raise InvalidContent(
+            f"message id of {len(message.id)} characters exceeds the limit of {MESSAGE_ID_MAX}"
+        )
+
+
+_CACHED_CHARS = 64_000
+_CACHE_SIZE = 8192
+#: The parse cache keeps at most this many characters of stored JSON in all (the
+#: messages parsed from them take about as much again), evicting the least recently
+#: used first. Adjustable at run time; it applies from the next insertion.
+CACHE_MAX_CHARS = 32 * 2**20
+#: Parsed messages by stored JSON text, least recently used first (stored messages
+#: never change). Hits read it without a lock; insertions, evictions and clearing
+#: take ``_cache_lock``, which keeps ``_cache_chars`` exact.
+_CACHE: OrderedDict[str, BaseMessage] = OrderedDict()
+_cache_lock = threading.Lock()
+_cache_chars = 0
+#: Message classes :func:`remember` may take as they are: parsing their JSON builds
+#: the same class from the same field values.
+_PLAIN_TYPES = (HumanMessage, AIMessage, SystemMessage)
+
+
+def _keep(text: str, message: BaseMessage) -> None:
+    global _cache_chars
+    with _cache_lock:
+        if text in _CACHE:  # another thread parsed it first
+            return
+        _CACHE[text] = message
+        _cache_chars += len(text)
+        while len(_CACHE) > _CACHE_SIZE or _cache_chars > CACHE_MAX_CHARS:
+            oldest, _ = _CACHE.popitem(last=False)
+            _cache_chars -= len(oldest)
+
+
+def _parse(text: str) -> BaseMessage:
+    message = _CACHE.get(text)
+    if message is None:
+        message = messages_from_dict([json.loads(text)])[0]
+        _keep(text, message)
+    else:
+        try:
+            _CACHE.move_to_end(text)
+        except KeyError:  # evicted by another thread since
+            pass
+    return message
+
+
+def clear_cache() -> None:
+    """Release every parsed message the cache holds (``ConversationMemory.close``)."""
+    global _cache_chars
+    with _cache_lock:
+        _CACHE.clear()
+        _cache_chars = 0
+
+
+def _reset_after_fork() -> None:
+    """A forked child starts with an empty cache and its own lock (a thread of the
+    parent may have held it at the fork)."""
+    global _cache_lock, _cache_chars
+    _cache_lock = threading.Lock()
+    _CACHE.clear()
+    _cache_chars = 0
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _plain(message: BaseMessage) -> bool:
+    """Whether parsing the JSON of ``message`` would give a message equal to it: one
+    of the plain classes, text content, and no field but strings, ``None`` and empty
+    containers (so no value that JSON would turn into another type)."""
+    if type(message) not in _PLAIN_TYPES or message.__pydantic_extra__:
+        return False
+    for value in message.__dict__.values():
+        if value is None or type(value) is str:
+            continue
+        if type(value) not in (dict, list) or value:
+            return False
+    return True
+
+
+def remember(text: str, message: BaseMessage) -> None:
+    """Seed the parse cache: ``text`` is what :func:`serialize` made of ``message``.
+
+    Only plain messages are taken (see :func:`_plain`), as a copy sharing no
+    container with the caller's object; any other message is parsed on first read.
+    The turn that stores a message reads it straight back, so this saves that parse.
+    """
+    if len(text) <= _CACHED_CHARS and text not in _CACHE and _plain(message):
+        _keep(text, _fresh_copy(message))
+
+
+def _copy_json(value: Any) -> Any:
+    """A copy of parsed JSON (dicts, lists and scalars) that shares no container."""
+    if type(value) is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy_json(item) for item in value]
+    return value
+
+
+def _fresh_copy(message: BaseMessage) -> BaseMessage:
+    """A copy of a message whose fields came from JSON, sharing no container."""
+    copy = message.model_copy()
+    # Every field came from JSON, so copying its containers is a deep copy,
+    # several times cheaper than model_copy(deep=True).
+    fields = copy.__dict__
+    for key, value in fields.items():
+        if type(value) is dict or type(value) is list:
+            fields[key] = _copy_json(value) if value else type(value)()
+    return copy
+
+
+def deserialize(text: str, *, fresh: bool = True) -> BaseMessage:
+    """The message stored by :func:`serialize` (a fresh object every call).
+
+    Stored messages never change, so parsed messages are cached by their JSON
+    text; callers get a copy that shares no container with the cached object
+    (content blocks, ``additional_kwargs``, tool calls are copied too; a shallow
+    copy of the model would let a caller's edit leak into later reads).
+    ``fresh=False`` returns the cached object itself, for tiermem's own
+    read-only use.
+    """
+    if len(text) > _CACHED_CHARS:
+        return messages_from_dict([json.loads(text)])[0]
+    message = _parse(text)
+    return _fresh_copy(message) if fresh else message
+
+
+def _block_text(block: object) -> str:
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, Mapping):
+        return ""
+    kind = block.get("type")
+    if kind in ("text", "input_text", "output_text"):
+        return str(block.get("text", ""))
+    if kind in ("image_url", "image"):
+        url = block.get("image_url", block.get("url"))
+        if isinstance(url, Mapping):
+            url = url.get("url")
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            return f"[image: {url}]"
+        return "[image]"
+    return f"[{kind}]" if isinstance(kind, str) else ""
+
+
+def render_text(message: BaseMessage) -> str:
+    """Plain text of a message, for search, summaries and the context string.
+
+    Media blocks become placeholders (``[image: https://...]``, ``[image]``,
+    ``[audio]``), so base64 data never reaches a summarizer or the index.
+    """
+    content = message.content
+    if isinstance(content, str):
+        text = content
+    else:
+        text = "\n".join(part for part in map(_block_text, content) if part)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = "; ".join(f"{call['name']}({dumps(call['args'])})" for call in message.tool_calls)
+        text = f"{text}\n{calls}".strip()
+    return text
+
+
+def tool_call_ids(message: BaseMessage) -> list[str]:
+    """Ids of the tool calls an assistant message makes.
+
+    A call without an id (LangChain accepts one) is left out: no result can ever
+    answer it, so it takes no part in pairing, grouping or compression rules.
+    """
+    if isinstance(message, AIMessage):
+        return [call["id"] for call in message.tool_calls if call["id"]]
+    return []
+
+
+def tool_call_names(message: BaseMessage) -> list[str]:
+    """Tool names of the calls :func:`tool_call_ids` lists, in the same order."""
+    if isinstance(message, AIMessage):
+        return [call["name"] for call in message.tool_calls if call["id"]]
+    return []
+
+
+def without_idless_calls(message: BaseMessage) -> BaseMessage | None:
+    """``message`` as providers accept it: without tool calls that have no id.
+
+    Providers require an id on every call, and a result for each; a call without
+    one can never be answered. ``None`` when nothing (no text, no call) is left.
+    """
+    if not isinstance(message, AIMessage) or all(call["id"] for call in message.tool_calls):
+        return message
+    calls = [call for call in message.tool_calls if call["id"]]
+    if not calls and not message.content:
+        return None
+    return message.model_copy(update={"tool_calls": calls})

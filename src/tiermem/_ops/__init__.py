@@ -1,0 +1,3 @@
+"""_ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""_storage."""
+
+from __future__ import annotations

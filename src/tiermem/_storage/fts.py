@@ -1,0 +1,349 @@
+"""Full-text indexes: SQLite FTS5 and PostgreSQL ``tsvector``, kept in step in SQL.
+
+Each indexed table is described by an :class:`FtsIndex`. :func:`install` (an
+``after_create`` hook of :func:`tiermem.tables.create_tables`, so
+``Database.ensure_schema`` and the migrations run it) creates, idempotently:
+
+* on SQLite, a view that yields the indexed text of each row, an
+  external-content FTS5 table over that view and triggers on the base table
+  that keep the index in step with every insert, update and delete inside the
+  writing transaction (an index created over existing rows is rebuilt);
+* on SQLite, for a *deferred* index (conversation entries), inserts only
+  record the row in a ``<name>_pending`` table, and :func:`flush` indexes the
+  pending rows in one statement. FTS5 pays a fixed cost per transaction that
+  writes to it, several times SQLite's cost of the row itself, so entries are
+  indexed every few appends (see ``tiermem.store.FTS_BATCH``) instead of in each;
+  search flushes first, so it always sees every committed entry. The view
+  leaves pending rows out, so the index always equals its content;
+* on PostgreSQL, a ``GENERATED ALWAYS ... STORED`` ``tsvector`` column on the
+  base table and a GIN index on it.
+
+On SQLite a row's FTS5 rowid is ``(partition << 32) + id``, where the
+partition is the row's session (entries) or scope and layer (layer items):
+the rows of one partition occupy one contiguous rowid range, so a term's
+matches inside a partition are read with ``rowid BETWEEN`` from that range
+alone, however common the term is elsewhere. Ids must stay below 2**32.
+
+Only the first :data:`MAX_INDEXED_CHARS` characters of a text are indexed, so
+a 10 MB entry costs a bounded amount of work and never exceeds PostgreSQL's
+1 MB ``tsvector`` limit. Both backends split text into runs of letters and
+digits (PostgreSQL's parser would otherwise keep ``3.14``, URLs and e-mail
+addresses as single tokens), lower-case it and keep diacritics.
+
+Queries are text, never syntax: :func:`tokenize` reduces any string to words
+(letters and digits); each word is matched on its own as a quoted FTS5
+string or a quoted ``to_tsquery`` lexeme, and ranking happens in
+:mod:`tiermem.search`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import _fast as _driver
+from . import schema as tables
+
+__all__ = [
+    "ENTRY_INDEX",
+    "INDEXES",
+    "MAX_INDEXED_CHARS",
+    "MAX_QUERY_WORDS",
+    "PG_SEPARATORS",
+    "FtsColumn",
+    "FtsIndex",
+    "flush",
+    "fts5_query",
+    "install",
+    "install_index",
+    "partition_range",
+    "sqlite_matches",
+    "tokenize",
+    "tsquery_any",
+    "uninstall",
+    "words",
+]
+
+#: Characters of a text that are indexed (the rest is stored, not searchable).
+MAX_INDEXED_CHARS = 100_000
+#: Words of a query that are used; the rest are ignored.
+MAX_QUERY_WORDS = 32
+_MAX_WORD_CHARS = 200
+_ID_BITS = 32
+_ID_MASK = (1 << _ID_BITS) - 1
+_WORD = re.compile(r"[^\W_]+")
+#: PostgreSQL: what separates words (the same pattern on rows and on queries).
+PG_SEPARATORS = "[^[:alnum:]]+"
+
+
+@dataclass(frozen=True, slots=True)
+class FtsColumn:
+    """One indexed text of a row.
+
+    Attributes:
+        name: the column's name in the FTS5 table.
+        sql: the SQL expression of its text, with ``{r}`` where the row's
+            qualifier goes (``new.``, ``old.`` or nothing).
+    """
+
+    name: str
+    sql: str
+
+
+@dataclass(frozen=True, slots=True)
+class FtsIndex:
+    """A full-text index over one table whose integer primary key is ``id``.
+
+    Attributes:
+        name: the FTS5 table (SQLite); also the prefix of the view, triggers
+            and GIN index names.
+        table: the indexed table.
+        partition_sql: SQLite: the expression (with ``{r}``) of a row's
+            partition, the high bits of its FTS5 rowid.
+        columns: the indexed texts.
+        deferred: SQLite: new rows wait in ``<name>_pending`` until :func:`flush`.
+    """
+
+    name: str
+    table: sa.Table
+    partition_sql: str
+    columns: tuple[FtsColumn, ...]
+    deferred: bool = False
+
+
+def _limited(column: str) -> str:
+    return f"substr({{r}}{column}, 1, {MAX_INDEXED_CHARS})"
+
+
+#: Conversation entries, partitioned by session.
+ENTRY_INDEX = FtsIndex(
+    name="tiermem_entry_fts",
+    table=tables.entry_table,
+    partition_sql="{r}session_pk",
+    columns=(FtsColumn("content", _limited("content")),),
+    deferred=True,
+)
+
+#: Every index :func:`install` maintains; other modules append theirs.
+INDEXES: list[FtsIndex] = [ENTRY_INDEX]
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def words(text: str) -> list[str]:
+    """Every word of ``text`` (runs of letters and digits), lower-cased, in order."""
+    return [word.lower() for word in _WORD.findall(text)]
+
+
+def tokenize(text: str) -> list[str]:
+    """The distinct words of ``text`` (runs of letters and digits), lower-cased, in
+    order, at most :data:`MAX_QUERY_WORDS` of them; punctuation, quotes and
+    operators are separators."""
+    found: list[str] = []
+    for match in _WORD.finditer(text):
+        word = match.group().lower()[:_MAX_WORD_CHARS]
+        if word not in found:
+            found.append(word)
+            if len(found) == MAX_QUERY_WORDS:
+                break
+    return found
+
+
+def fts5_query(word: str) -> str:
+    """The FTS5 MATCH expression of one word: a quoted string, never an operator."""
+    return '"' + word.replace('"', '""') + '"'
+
+
+def tsquery_any(found: Sequence[str]) -> str:
+    """``to_tsquery`` input matching any of ``found`` (each a quoted lexeme)."""
+    return " | ".join("'" + word.replace("'", "''").replace("\\", "\\\\") + "'" for word in found)
+
+
+def partition_range(partition: int) -> tuple[int, int]:
+    """The FTS5 rowids of one partition (SQLite)."""
+    low = partition << _ID_BITS
+    return low, low + _ID_MASK
+
+
+@functools.cache
+def _match_statement(name: str, count: int, ranged: bool) -> sa.TextClause:
+    where = " AND rowid BETWEEN :low AND :high" if ranged else ""
+    return sa.text(
+        " UNION ALL ".join(
+            f"SELECT rowid, {position} FROM {name} WHERE {name} MATCH :q{position}{where}"
+            for position in range(count)
+        )
+    )
+
+
+def sqlite_matches(
+    conn: Connection, index: FtsIndex, found: Sequence[str], partition: int | None = None
+) -> dict[int, int]:
+    """SQLite: id -> mask of the rows containing any of ``found`` (bit ``i`` set when
+    the row contains word ``i``), in one partition or anywhere; one statement."""
+    statement = _match_statement(index.name, len(found), partition is not None)
+    params: dict[str, object] = {f"q{i}": fts5_query(word) for i, word in enumerate(found)}
+    if partition is not None:
+        params["low"], params["high"] = partition_range(partition)
+    masks: dict[int, int] = {}
+    for rowid, position in conn.execute(statement, params).all():
+        row_id = rowid & _ID_MASK
+        masks[row_id] = masks.get(row_id, 0) | (1 << position)
+    return masks
+
+
+# --------------------------------------------------------------------------- DDL
+
+
+def _rowid(index: FtsIndex, r: str) -> str:
+    return f"(({index.partition_sql.format(r=r)}) << {_ID_BITS}) + {r}id"
+
+
+def _sqlite_install(conn: Connection, index: FtsIndex) -> None:
+    table, name = index.table.name, index.name
+    names = ", ".join(column.name for column in index.columns)
+    pending = f"{name}_pending"
+    view = (
+        f"CREATE VIEW {name}_src AS SELECT {_rowid(index, '')} AS fts_rowid, "
+        + ", ".join(f"{column.sql.format(r='')} AS {column.name}" for column in index.columns)
+        + f" FROM {table}"
+        + (f" WHERE id NOT IN (SELECT id FROM {pending})" if index.deferred else "")
+    )
+    existing = conn.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", (f"{name}_src",)
+    ).scalar()
+    if existing is not None and existing != view:
+        uninstall(conn, index)  # an index of an older layout: rebuild it
+        existing = None
+    if existing is not None:
+        return
+    if index.deferred:
+        conn.exec_driver_sql(f"CREATE TABLE {pending} (id INTEGER PRIMARY KEY)")
+    conn.exec_driver_sql(view)
+    # remove_diacritics 0: the same words as PostgreSQL's 'simple' configuration.
+    conn.exec_driver_sql(
+        f"CREATE VIRTUAL TABLE {name} USING fts5({names}, content='{name}_src', "
+        "content_rowid='fts_rowid', tokenize='unicode61 remove_diacritics 0')"
+    )
+
+    def values(r: str) -> str:
+        return ", ".join([_rowid(index, r)] + [column.sql.format(r=r) for column in index.columns])
+
+    insert = f"INSERT INTO {name}(rowid, {names}) VALUES ({values('new.')});"
+    delete = f"INSERT INTO {name}({name}, rowid, {names}) VALUES ('delete', {values('old.')});"
+    if index.deferred:
+        # A pending row is not in the index: removing it must not touch the index
+        # (an FTS5 'delete' of a row never added would corrupt it). An updated
+        # row is indexed again by the next flush.
+        indexed = f"NOT EXISTS (SELECT 1 FROM {pending} WHERE id = old.id)"
+        delete = (
+            f"INSERT INTO {name}({name}, rowid, {names}) "
+            f"SELECT 'delete', {values('old.')} WHERE {indexed}; "
+            f"DELETE FROM {pending} WHERE id = old.id;"
+        )
+        insert = f"INSERT OR IGNORE INTO {pending}(id) VALUES (new.id);"
+    watched = ", ".join(sorted(_referenced(index)))
+    for suffix, when, body in (
+        ("ai", f"AFTER INSERT ON {table}", insert),
+        ("ad", f"AFTER DELETE ON {table}", delete),
+        ("au", f"AFTER UPDATE OF {watched} ON {table}", delete + " " + insert),
+    ):
+        conn.exec_driver_sql(f"CREATE TRIGGER {name}_{suffix} {when} BEGIN {body} END")
+    # A new index over existing rows (an upgraded database) starts complete.
+    conn.exec_driver_sql(f"INSERT INTO {name}({name}) VALUES ('rebuild')")
+
+
+@functools.cache
+def _flush_statements(index: FtsIndex) -> tuple[str, str]:
+    name, pending = index.name, f"{index.name}_pending"
+    names = ", ".join(column.name for column in index.columns)
+    exprs = ", ".join([_rowid(index, "")] + [column.sql.format(r="") for column in index.columns])
+    return (
+        f"INSERT INTO {name}(rowid, {names}) SELECT {exprs} FROM {index.table.name} "
+        f"WHERE id IN (SELECT id FROM {pending})",
+        f"DELETE FROM {pending}",
+    )
+
+
+def flush(conn: Connection, index: FtsIndex = ENTRY_INDEX) -> None:
+    """Index the pending rows of a deferred index, in the caller's transaction
+    (SQLite; a no-op on PostgreSQL, whose index is a generated column)."""
+    if conn.dialect.name != "sqlite" or not index.deferred:
+        return
+    for statement in _flush_statements(index):
+        _driver.execute_sql(conn, statement).close()
+
+
+def _referenced(index: FtsIndex) -> set[str]:
+    """Columns of the base table the indexed expressions read."""
+    text = " ".join([index.partition_sql, "{r}id"] + [column.sql for column in index.columns])
+    return set(re.findall(r"\{r\}(\w+)", text))
+
+
+def _pg_expression(index: FtsIndex) -> str:
+    parts = [
+        f"to_tsvector('simple'::regconfig, regexp_replace("
+        f"{column.sql.format(r='')}, '{PG_SEPARATORS}', ' ', 'g'))"
+        for column in index.columns
+    ]
+    return " || ".join(parts)
+
+
+def _pg_install(conn: Connection, index: FtsIndex) -> None:
+    table, name = index.table.name, index.name
+    # Catalog checks first: ALTER/CREATE INDEX would take table locks even when
+    # there is nothing to do, and block behind running writers.
+    has_column = conn.exec_driver_sql(
+        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%(t)s) "
+        "AND attname = 'fts' AND NOT attisdropped",
+        {"t": table},
+    ).first()
+    if not has_column:
+        conn.exec_driver_sql(
+            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fts tsvector "
+            f"GENERATED ALWAYS AS ({_pg_expression(index)}) STORED"
+        )
+    if conn.exec_driver_sql("SELECT to_regclass(%(i)s)", {"i": f"ix_{name}"}).scalar() is None:
+        conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS ix_{name} ON {table} USING gin (fts)")
+
+
+def install(conn: Connection) -> None:
+    """Create every registered full-text index that is missing (idempotent).
+
+    Runs inside the caller's transaction, which ``Database.ensure_schema``
+    serializes across processes.
+    """
+    for index in INDEXES:
+        install_index(conn, index)
+
+
+def install_index(conn: Connection, index: FtsIndex) -> None:
+    """Create one full-text index if it is missing; on SQLite an index of another
+    layout (an older view, or deferred where ``index`` is not) is rebuilt."""
+    if conn.dialect.name == "postgresql":
+        _pg_install(conn, index)
+    else:
+        _sqlite_install(conn, index)
+
+
+def uninstall(conn: Connection, index: FtsIndex) -> None:
+    """Drop one full-text index with its view, triggers or column."""
+    name, table = index.name, index.table.name
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS ix_{name}")
+        conn.exec_driver_sql(f"ALTER TABLE IF EXISTS {table} DROP COLUMN IF EXISTS fts")
+        return
+    for suffix in ("ai", "ad", "au"):
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}_{suffix}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}_src")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}_pending")
+
+
+tables.after_create.append(install)

@@ -1,0 +1,542 @@
+"""SQL of the memory layers, on a connection inside ``Database.run``'s transaction.
+
+Statements are set-based and go through the ``(scope_pk, layer, id)`` index,
+so their cost follows one scope's layer, never the whole table.
+
+Items obey the access-tier rules of sessions: an item last accessed strictly
+longer than ``expired_after`` ago is expired, and reads (search, recent,
+recall, compaction) never return it nor count it as accessed; it stays stored
+until ``prune_expired`` deletes it. ``recalculate_tiers`` / ``prune_expired``
+run :func:`clamp_future_items`, :func:`recalculate_item_batch` and
+:func:`prune_item_batch` in batches after the sessions;
+:func:`recalculate_item_tiers` and :func:`prune_expired_items` do the same in
+the caller's one transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, RowMapping
+
+from .._core.messages import store_text
+from .._ops.search import Candidate, pg_candidates, rank
+from ..errors import CompressionConflict
+from ..tiers import MemoryTier, TierPolicy
+from . import fts
+from .layer_schema import ITEM_INDEX, item_partition, item_table, scope_table
+from .tiers import Cutoffs, _among, cutoffs, tier_case
+
+__all__ = [
+    "NewItem",
+    "clamp_future_items",
+    "clear_items",
+    "count_expired_items",
+    "drop_older",
+    "ensure_scope_pk",
+    "get_scope_pk",
+    "in_project",
+    "insert_item",
+    "layer_totals",
+    "live_since",
+    "older_items",
+    "prune_expired_items",
+    "prune_item_batch",
+    "read_items",
+    "recalculate_item_batch",
+    "recalculate_item_tiers",
+    "recall_fact",
+    "recent_items",
+    "replace_with_summary",
+    "search_items",
+    "upsert_fact",
+]
+
+IC, SC = item_table.c, scope_table.c
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+def live_since(now: datetime, policy: TierPolicy) -> datetime:
+    """The oldest ``last_accessed`` of an item that is not expired at ``now``."""
+    return _utc(now) - policy.expired_after
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    """An item validated and counted, ready to insert (built outside the transaction)."""
+
+    layer: str
+    key: str | None
+    content: str
+    meta: str
+    token_count: int
+    byte_size: int
+
+
+def _dialect_insert(conn: Connection, table: sa.Table) -> Any:
+    """An INSERT with ``on_conflict_*`` (both dialects spell it the same way)."""
+    module = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return module.insert(table)
+
+
+def get_scope_pk(conn: Connection, project: str, scope: str) -> int | None:
+    """The scope's pk, or ``None`` before anything was stored in it."""
+    query = sa.select(SC.pk).where(SC.project == project, SC.scope == scope)
+    pk = conn.execute(query).scalar()
+    return None if pk is None else int(pk)
+
+
+def ensure_scope_pk(conn: Connection, project: str, scope: str, now: datetime) -> int:
+    """The scope's pk, its row made first if missing (two creators end with one row)."""
+    pk = get_scope_pk(conn, project, scope)
+    if pk is None:
+        conn.execute(
+            _dialect_insert(conn, scope_table)
+            .values(project=project, scope=scope, created_at=_utc(now))
+            .on_conflict_do_nothing()
+        )
+        pk = conn.execute(
+            sa.select(SC.pk).where(SC.project == project, SC.scope == scope)
+        ).scalar_one()
+    return int(pk)
+
+
+def _values(pk: int, item: NewItem, now: datetime) -> dict[str, object]:
+    now = _utc(now)
+    return {
+        "scope_pk": pk,
+        "layer": item.layer,
+        "item_key": None if item.key is None else store_text(item.key),
+        "content": store_text(item.content),
+        "meta": item.meta,
+        "token_count": item.token_count,
+        "byte_size": item.byte_size,
+        "created_at": now,
+        "updated_at": now,
+        "last_accessed": now,
+        "access_count": 0,
+        "memory_tier": MemoryTier.ACTIVE.value,
+    }
+
+
+_INSERT = sa.insert(item_table).returning(*item_table.c)
+
+
+@functools.cache
+def _upsert(dialect: str) -> Any:
+    module = postgresql if dialect == "postgresql" else sqlite
+    statement = module.insert(item_table)
+    fresh = statement.excluded
+    # An expired fact is gone for every reader: storing its key again starts a new one.
+    expired = IC.last_accessed < sa.bindparam("since", type_=sa.DateTime(timezone=True))
+    return statement.on_conflict_do_update(
+        index_elements=[IC.scope_pk, IC.layer, IC.item_key],
+        # Literal SQL: a bound parameter here would stop PostgreSQL from matching the
+        # partial unique index once the statement is prepared.
+        index_where=sa.text("layer = 'semantic'"),
+        set_={
+            "content": fresh.content,
+            "meta": fresh.meta,
+            "token_count": fresh.token_count,
+            "byte_size": fresh.byte_size,
+            "updated_at": fresh.updated_at,
+            "last_accessed": fresh.last_accessed,
+            "created_at": sa.case((expired, fresh.created_at), else_=IC.created_at),
+            "access_count": sa.case((expired, 0), else_=IC.access_count + 1),
+            "memory_tier": MemoryTier.ACTIVE.value,
+        },
+    ).returning(*item_table.c)
+
+
+def insert_item(conn: Connection, pk: int, item: NewItem, now: datetime) -> RowMapping:
+    """Insert one item; returns its row."""
+    return conn.execute(_INSERT, _values(pk, item, now)).mappings().one()
+
+
+def upsert_fact(
+    conn: Connection, pk: int, item: NewItem, now: datetime, policy: TierPolicy
+) -> RowMapping:
+    """Insert a semantic item, or replace the value stored under its key (an access; a
+    fact that had expired is replaced by a new one, created now, never accessed)."""
+    params = {**_values(pk, item, now), "since": live_since(now, policy)}
+    return conn.execute(_upsert(conn.dialect.name), params).mappings().one()
+
+
+_ACCESS = (
+    sa.update(item_table)
+    .values(
+        last_accessed=sa.bindparam("now"),
+        access_count=IC.access_count + 1,
+        memory_tier=MemoryTier.ACTIVE.value,
+    )
+    .returning(*item_table.c)
+)
+_TOUCH_IDS = _ACCESS.where(IC.id.in_(sa.bindparam("ids", expanding=True)))
+_TOUCH_KEY = _ACCESS.where(
+    IC.scope_pk == sa.bindparam("pk"),
+    IC.layer == "semantic",
+    IC.item_key == sa.bindparam("key"),
+    IC.last_accessed >= sa.bindparam("since"),
+)
+
+
+def _touch(conn: Connection, ids: Sequence[int], now: datetime) -> list[RowMapping]:
+    """Record an access of the items ``ids``; returns their updated rows."""
+    return list(conn.execute(_TOUCH_IDS, {"ids": list(ids), "now": _utc(now)}).mappings())
+
+
+def recall_fact(
+    conn: Connection, pk: int, key: str, now: datetime, policy: TierPolicy
+) -> RowMapping | None:
+    """The semantic item stored under ``key`` (an access), or ``None`` (also when it
+    is expired: an expired item is never read, nor saved by the attempt)."""
+    params = {"pk": pk, "key": store_text(key), "now": _utc(now), "since": live_since(now, policy)}
+    return conn.execute(_TOUCH_KEY, params).mappings().first()
+
+
+def recent_items(
+    conn: Connection, pk: int, layer: str, n: int, now: datetime, policy: TierPolicy
+) -> list[RowMapping]:
+    """The ``n`` newest items of a layer that are not expired, oldest first."""
+    query = (
+        sa.select(item_table)
+        .where(IC.scope_pk == pk, IC.layer == layer, IC.last_accessed >= live_since(now, policy))
+        .order_by(IC.id.desc())
+        .limit(n)
+    )
+    return list(reversed(conn.execute(query).mappings().all()))
+
+
+def read_items(conn: Connection, ids: Sequence[int]) -> list[RowMapping]:
+    """Items by id, in id order."""
+    query = sa.select(item_table).where(IC.id.in_(list(ids))).order_by(IC.id)
+    return list(conn.execute(query).mappings())
+
+
+_COUNT = sa.select(sa.func.count()).where(
+    IC.scope_pk == sa.bindparam("pk"), IC.layer == sa.bindparam("layer")
+)
+
+
+def _candidates(
+    conn: Connection, pk: int, layer: str, words: Sequence[str], since: datetime
+) -> tuple[list[Candidate], int | None]:
+    """The matching items that are not expired, and the layer's size when it was read on
+    the way (every stored item: filtering the count by expiry would double its cost)."""
+    params = {"pk": pk, "layer": layer, "since": since}
+    if conn.dialect.name == "postgresql":
+        return pg_candidates(
+            conn,
+            words,
+            params,
+            id="i.id",
+            created="i.created_at",
+            accessed="i.last_accessed",
+            total=(
+                "(SELECT count(*) FROM tiermem_layer_item WHERE scope_pk = :pk AND layer = :layer)"
+            ),
+            fts="i.fts",
+            source="tiermem_layer_item i",
+            where="i.scope_pk = :pk AND i.layer = :layer AND i.last_accessed >= :since",
+        )
+    low, high = fts.partition_range(item_partition(pk, layer))
+    bound = {f"q{i}": fts.fts5_query(word) for i, word in enumerate(words)}
+    statement = _sqlite_candidates(len(words))
+    rows = conn.execute(statement, {**params, **bound, "low": low, "high": high}).all()
+    candidates = [Candidate(row[0], row[1], row[2], row[3]) for row in rows]
+    return candidates, (rows[0][4] if rows else None)
+
+
+@functools.cache
+def _sqlite_candidates(count: int) -> sa.TextClause:
+    """SQLite: each matching item of a scope's layer with its word mask, read from the
+    FTS5 partition and the covering index (the layer's size rides along)."""
+    name = ITEM_INDEX.name
+    words = " UNION ALL ".join(
+        f"SELECT rowid, {1 << i} AS bit FROM {name} "
+        f"WHERE {name} MATCH :q{i} AND rowid BETWEEN :low AND :high"
+        for i in range(count)
+    )
+    # The cutoff is typed: it is bound in the one text format SQLite stores times in.
+    return sa.text(
+        "SELECT i.id, (julianday(i.created_at) - 2440587.5) * 86400.0, "
+        "(julianday(i.last_accessed) - 2440587.5) * 86400.0, m.mask, "
+        "(SELECT count(*) FROM tiermem_layer_item WHERE scope_pk = :pk AND layer = :layer) "
+        f"FROM (SELECT rowid, sum(bit) AS mask FROM ({words}) GROUP BY rowid) AS m "
+        "JOIN tiermem_layer_item AS i INDEXED BY ix_tiermem_layer_item_scope "
+        f"ON i.scope_pk = :pk AND i.layer = :layer AND i.id = (m.rowid & {(1 << 32) - 1}) "
+        "AND i.last_accessed >= :since"
+    ).bindparams(sa.bindparam("since", type_=sa.DateTime(timezone=True)))
+
+
+def search_items(
+    conn: Connection,
+    pk: int,
+    layer: str,
+    words: Sequence[str],
+    limit: int,
+    now: datetime,
+    policy: TierPolicy,
+) -> list[tuple[RowMapping, float]]:
+    """The best ``limit`` items of a layer containing any of ``words`` with their
+    scores, best first (:func:`tiermem.search.rank`); each hit's access is recorded.
+    Expired items are never candidates."""
+    since = live_since(now, policy)
+    candidates, total = _candidates(conn, pk, layer, words, since)
+    if not candidates:
+        return []
+    if total is None:
+        total = conn.execute(_COUNT, {"pk": pk, "layer": layer}).scalar_one()
+    ranked = rank(candidates, total, _utc(now), policy, limit)
+    scores = {candidate.id: score for candidate, score in ranked}
+    rows = _touch(conn, list(scores), now)
+    hits = [(row, scores[row["id"]]) for row in rows]
+    hits.sort(key=lambda hit: (-hit[1], -hit[0]["id"]))
+    return hits
+
+
+def layer_totals(conn: Connection, pk: int) -> dict[str, tuple[int, int]]:
+    """Per layer: (items, bytes)."""
+    query = (
+        sa.select(IC.layer, sa.func.count(), sa.func.coalesce(sa.func.sum(IC.byte_size), 0))
+        .where(IC.scope_pk == pk)
+        .group_by(IC.layer)
+    )
+    return {layer: (int(count), int(size)) for layer, count, size in conn.execute(query)}
+
+
+def clear_items(conn: Connection, pk: int, layer: str | None) -> int:
+    """Delete a scope's items (of one layer, or all); returns how many."""
+    where = IC.scope_pk == pk if layer is None else sa.and_(IC.scope_pk == pk, IC.layer == layer)
+    return int(conn.execute(sa.delete(item_table).where(where)).rowcount)
+
+
+def _newest_ids(pk: int, layer: str, keep: int) -> sa.Select[tuple[int]]:
+    return (
+        sa.select(IC.id)
+        .where(IC.scope_pk == pk, IC.layer == layer)
+        .order_by(IC.id.desc())
+        .limit(keep)
+    )
+
+
+def drop_older(conn: Connection, pk: int, layer: str, keep: int) -> int:
+    """Delete all but the ``keep`` newest items of a layer; returns how many went."""
+    statement = sa.delete(item_table).where(
+        IC.scope_pk == pk, IC.layer == layer, IC.id.not_in(_newest_ids(pk, layer, keep))
+    )
+    return int(conn.execute(statement).rowcount)
+
+
+def older_items(
+    conn: Connection, pk: int, layer: str, keep: int, token_budget: int, since: datetime
+) -> tuple[list[RowMapping], int]:
+    """The oldest items outside the ``keep`` newest, of those last accessed at or after
+    ``since`` (expired ones are left to pruning, never folded into a live summary):
+    at least two (when there are), then more while their tokens fit
+    ``token_budget``. Returns them and how many older items there are in all."""
+    live = (IC.scope_pk == pk, IC.layer == layer, IC.last_accessed >= _utc(since))
+    total = conn.execute(sa.select(sa.func.count()).where(*live)).scalar_one()
+    older = max(int(total) - keep, 0)
+    if older < 2:
+        return [], older
+    sizes = conn.execute(sa.select(IC.id, IC.token_count).where(*live).order_by(IC.id).limit(older))
+    chosen: list[int] = []
+    used = 0
+    for item_id, tokens in sizes:
+        if len(chosen) >= 2 and used + tokens > token_budget:
+            break
+        chosen.append(item_id)
+        used += tokens
+    return read_items(conn, chosen), older
+
+
+def replace_with_summary(
+    conn: Connection,
+    pk: int,
+    layer: str,
+    batch: Sequence[RowMapping],
+    summary: NewItem,
+    last_accessed: datetime,
+    tier: MemoryTier,
+    now: datetime,
+) -> RowMapping:
+    """Turn the first item of ``batch`` into ``summary`` and delete the rest, if they
+    are all still there unchanged.
+
+    Raises:
+        CompressionConflict: another writer changed or removed them meanwhile.
+    """
+    first, rest = batch[0], [row["id"] for row in batch[1:]]
+    deleted = conn.execute(
+        sa.delete(item_table).where(IC.scope_pk == pk, IC.layer == layer, IC.id.in_(rest))
+    ).rowcount
+    updated = (
+        conn.execute(
+            sa.update(item_table)
+            .where(IC.id == first["id"], IC.updated_at == first["updated_at"])
+            .values(
+                content=store_text(summary.content),
+                meta=summary.meta,
+                token_count=summary.token_count,
+                byte_size=summary.byte_size,
+                updated_at=_utc(now),
+                last_accessed=_utc(last_accessed),
+                memory_tier=tier.value,
+            )
+            .returning(*item_table.c)
+        )
+        .mappings()
+        .all()
+    )
+    if deleted != len(rest) or len(updated) != 1:
+        raise CompressionConflict(
+            "the layer's items changed while the summarizer ran; nothing was written"
+        )
+    return updated[0]
+
+
+# --------------------------------------------------------------------------- maintenance
+
+
+def in_project(project: str | None, *, by_scope: bool = True) -> sa.ColumnElement[bool]:
+    """Items of the scopes of ``project`` (``None``: every item).
+
+    With ``by_scope=False`` the test is ``scope_pk + 0``, which no index serves: the
+    planner then takes the id range or the ``last_accessed`` order of the statement,
+    rather than reading every item of the project for each batch.
+    """
+    if project is None:
+        return sa.true()
+    column = IC.scope_pk if by_scope else IC.scope_pk + 0
+    return column.in_(sa.select(SC.pk).where(SC.project == project))
+
+
+def clamp_future_items(conn: Connection, *, project: str, cut: Cutoffs) -> tuple[int, int] | None:
+    """Clamp item accesses stamped in the future to now, as sessions' are; return the
+    id range of the project's items (``None`` when it has none)."""
+    conn.execute(
+        sa.update(item_table)
+        .where(in_project(project, by_scope=False), IC.last_accessed > cut.now)
+        .values(
+            last_accessed=cut.now,
+            created_at=sa.case((IC.created_at > cut.now, cut.now), else_=IC.created_at),
+            updated_at=sa.case((IC.updated_at > cut.now, cut.now), else_=IC.updated_at),
+        )
+    )
+    low, high = conn.execute(
+        sa.select(sa.func.min(IC.id), sa.func.max(IC.id)).where(in_project(project))
+    ).one()
+    return None if low is None else (int(low), int(high))
+
+
+def recalculate_item_batch(
+    conn: Connection,
+    *,
+    project: str | None,
+    cut: Cutoffs,
+    low: int | None = None,
+    high: int | None = None,
+) -> int:
+    """Store the tier ``last_accessed`` gives at ``cut`` on the items of ``project``
+    (``None``: every project) with ids ``low..high`` (default: all) whose stored tier
+    is stale, in one ``UPDATE``. Returns how many changed."""
+    tier = tier_case(cut, IC.last_accessed)
+    ranged = low is not None and high is not None
+    statement = sa.update(item_table).where(
+        in_project(project, by_scope=not ranged), IC.memory_tier != tier
+    )
+    if ranged:
+        statement = statement.where(IC.id.between(low, high))
+    return int(conn.execute(statement.values(memory_tier=tier)).rowcount)
+
+
+def count_expired_items(conn: Connection, *, project: str | None, cutoff: Any) -> int:
+    """How many items of ``project`` (``None``: every project) were last accessed
+    before ``cutoff``."""
+    query = sa.select(sa.func.count()).where(in_project(project), IC.last_accessed < cutoff)
+    return int(conn.execute(query).scalar_one())
+
+
+def prune_item_batch(
+    conn: Connection, *, project: str | None, cutoff: Any, want: int | None
+) -> tuple[int, ...]:
+    """Delete up to ``want`` (``None``: every) items of ``project`` last accessed before
+    ``cutoff``, oldest first; the full-text index follows in the same transaction.
+    Returns their ids (none when none is left).
+
+    As sessions are pruned: on PostgreSQL the candidates are locked first, and an
+    access that committed first makes the lock wait re-evaluate the row, which is then
+    no longer expired; a later access finds the item gone. The ``DELETE`` re-checks
+    the expiry too. SQLite serializes writers.
+    """
+    chosen = (
+        sa.select(IC.id)
+        .where(in_project(project, by_scope=False), IC.last_accessed < cutoff)
+        .order_by(IC.last_accessed, IC.id)
+    )
+    if want is not None:
+        chosen = chosen.limit(want)
+    if conn.dialect.name == "postgresql":
+        chosen = chosen.with_for_update()
+    ids = list(conn.execute(chosen).scalars())
+    if not ids:
+        return ()
+    statement = (
+        sa.delete(item_table)
+        .where(_among(conn, IC.id, ids), IC.last_accessed < cutoff)
+        .returning(IC.id)
+    )
+    return tuple(sorted(int(item_id) for item_id in conn.execute(statement).scalars()))
+
+
+def recalculate_item_tiers(
+    conn: Connection, project: str | None, policy: TierPolicy, now: datetime
+) -> int:
+    """Store the tier each layer item's ``last_accessed`` gives at ``now``, in one
+    set-based UPDATE touching only items whose tier changes.
+
+    Args:
+        project: only this project's items; ``None`` for every project.
+
+    Returns:
+        The number of items whose tier changed.
+    """
+    return recalculate_item_batch(conn, project=project, cut=cutoffs(_utc(now), policy))
+
+
+def prune_expired_items(
+    conn: Connection,
+    project: str | None,
+    policy: TierPolicy,
+    now: datetime,
+    *,
+    limit: int | None = None,
+    dry_run: bool = False,
+) -> int:
+    """Delete layer items whose ``last_accessed`` is strictly more than
+    ``policy.expired_after`` before ``now``, oldest first, at most ``limit``.
+
+    Idempotent: a second call finds nothing more to delete.
+
+    Args:
+        project: only this project's items; ``None`` for every project.
+        dry_run: count, delete nothing.
+
+    Returns:
+        The number of items deleted (or that would be).
+    """
+    cutoff = live_since(now, policy)
+    if dry_run:
+        count = count_expired_items(conn, project=project, cutoff=cutoff)
+        return count if limit is None else min(count, limit)
+    return len(prune_item_batch(conn, project=project, cutoff=cutoff, want=limit))

@@ -1,0 +1,162 @@
+"""Prebuilt statements of the hot path (append and read).
+
+Building a SQLAlchemy statement costs more than executing it on SQLite, so the
+statements every turn runs are built once here, with bound parameters.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .schema import entry_table, session_table, summary_table
+
+S, E, M = session_table.c, entry_table.c, summary_table.c
+
+#: The session row of (:project, :session_id).
+SELECT_SESSION = sa.select(session_table).where(
+    S.project == sa.bindparam("project"), S.session_id == sa.bindparam("session_id")
+)
+#: The same, locked for the transaction (PostgreSQL).
+SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
+
+#: Record an access of session :pk at :now. Accesses leave ``memory_tier`` out of
+#: their SET clause: SQLite rewrites the entry of every index on a column an UPDATE
+#: sets, even to its own value, and almost every access finds the session ACTIVE;
+#: :data:`ACTIVATE` wakes the others.
+TOUCH = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(last_accessed=sa.bindparam("now"), access_count=S.access_count + 1)
+)
+
+#: Make session :pk ACTIVE unless it is already (then the row is not written).
+ACTIVATE = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"), S.memory_tier != sa.bindparam("tier"))
+    .values(memory_tier=sa.bindparam("tier"))
+)
+
+#: Insert entries, returning their ids in parameter order.
+INSERT_ENTRIES = sa.insert(entry_table).returning(E.id, sort_by_parameter_order=True)
+
+#: Active entries of session :pk in seq order.
+SELECT_ACTIVE = (
+    sa.select(entry_table)
+    .where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None))
+    .order_by(E.seq)
+)
+
+#: All ``get_messages`` reads of session :pk, in one statement: the top-level
+#: summaries (kind 0: id and text, oldest first), then the stored messages of the
+#: active entries (kind 1, in seq order).
+SELECT_MESSAGE_WINDOW = sa.union_all(
+    sa.select(
+        sa.literal_column("0").label("kind"),
+        M.first_seq.label("k1"),
+        M.level.label("k2"),
+        M.id.label("ref"),
+        M.content.label("body"),
+        M.token_count.label("tokens"),
+        sa.literal_column("0").label("pinned"),
+    ).where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None)),
+    sa.select(
+        sa.literal_column("1"),
+        E.seq,
+        sa.literal_column("0"),
+        E.id,
+        E.message,
+        E.token_count,
+        sa.cast(E.pinned, sa.Integer),
+    ).where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None)),
+).order_by(sa.literal_column("kind"), sa.literal_column("k1"), sa.literal_column("k2"))
+
+#: Tokens of the pinned entries of session :pk.
+SELECT_PINNED_TOKENS = sa.select(sa.func.coalesce(sa.func.sum(E.token_count), 0)).where(
+    E.session_pk == sa.bindparam("pk_"), E.pinned.is_(True)
+)
+
+#: Ids and seqs of the compressed entries :first..:last of session :pk, in seq order.
+SELECT_COVERED = (
+    sa.select(E.id, E.seq)
+    .where(
+        E.session_pk == sa.bindparam("pk_"),
+        E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
+        E.summary_id.is_not(None),
+    )
+    .order_by(E.seq)
+)
+
+#: Top-level summaries of session :pk, oldest first.
+SELECT_TOP_SUMMARIES = (
+    sa.select(summary_table)
+    .where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None))
+    .order_by(M.first_seq, M.level)
+)
+
+_ACCESS = {"last_accessed": sa.bindparam("now"), "access_count": S.access_count + 1}
+# UPDATE statements may not bind parameters named like columns.
+_BY_ID = (S.project == sa.bindparam("b_project"), S.session_id == sa.bindparam("b_session_id"))
+
+#: Record an access of (:project, :session_id) and return the row (locks it on PostgreSQL).
+TOUCH_RETURNING = sa.update(session_table).where(*_BY_ID).values(**_ACCESS).returning(session_table)
+
+#: Allocate :n seqs, add :n entries of :tokens tokens to the counters, record the
+#: access, and return the updated row: one statement per append.
+RESERVE = (
+    sa.update(session_table)
+    .where(*_BY_ID)
+    .values(
+        last_seq=S.last_seq + sa.bindparam("n"),
+        entry_count=S.entry_count + sa.bindparam("n"),
+        entry_tokens=S.entry_tokens + sa.bindparam("tokens"),
+        active_count=S.active_count + sa.bindparam("n"),
+        active_tokens=S.active_tokens + sa.bindparam("tokens"),
+        **_ACCESS,
+    )
+    .returning(session_table)
+)
+
+#: Replace the pending tool calls of session :pk.
+SET_PENDING = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(pending_calls=sa.bindparam("pending"))
+)
+
+#: Take the compression claim of session :pk.
+CLAIM = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(claim_token=sa.bindparam("token"), claim_expires_at=sa.bindparam("expires"))
+)
+
+#: Insert a summary row (all columns as parameters), returning its id.
+INSERT_SUMMARY = sa.insert(summary_table).returning(M.id)
+
+#: Link the unpinned active entries :first..:last of session :pk to summary :sid.
+LINK_ENTRIES = (
+    sa.update(entry_table)
+    .where(
+        E.session_pk == sa.bindparam("pk_"),
+        E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
+        E.pinned.is_(False),
+        E.summary_id.is_(None),
+    )
+    .values(summary_id=sa.bindparam("sid"))
+)
+
+#: Drop the claim after a successful compression and store the new counters.
+FINISH_CLAIM = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(
+        claim_token=None,
+        claim_expires_at=None,
+        failures=0,
+        backoff_until=None,
+        active_count=sa.bindparam("active_count"),
+        active_tokens=sa.bindparam("active_tokens"),
+        summary_count=sa.bindparam("summary_count"),
+        summary_tokens=sa.bindparam("summary_tokens"),
+    )
+)

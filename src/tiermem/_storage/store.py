@@ -1,0 +1,696 @@
+"""SQL operations on one open transaction. Every function takes a ``Connection``
+already inside the transaction that ``Database.run`` opened; none commits.
+
+Statements are set-based and touch only the rows an operation needs: appends
+read and update one session row, reads select the active entries through the
+``(session_pk, summary_id, seq)`` index, so cost follows the active window,
+never the length of the whole conversation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from langchain_core.messages import BaseMessage, ToolMessage
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from .._core import failpoints as _failpoints
+from .._core.messages import deserialize, load_text, store_text, tool_call_ids, tool_call_names
+from .._core.render import SummaryText, WindowEntry
+from ..errors import (
+    CompressionConflict,
+    CompressionInProgress,
+    InvalidContent,
+    SessionNotFound,
+)
+from ..tiers import MemoryTier
+from ..types import EntryType, MemoryEntry, MemorySummary, SessionInfo, SessionStats
+from . import _fast as _driver
+from . import fts
+from . import statements as _sql
+from .schema import entry_table, session_table, summary_table
+
+S, E, M = session_table.c, entry_table.c, summary_table.c
+
+#: Entries are indexed for search in batches (:mod:`tiermem.fts`): an append
+#: indexes every pending entry when the ids it was given cross a multiple of this.
+#: Ids are shared by all sessions, so a flush comes every 64 entries stored
+#: anywhere and never finds more than about 64 pending, however many short
+#: sessions there are (a per-session cadence would let sessions shorter than the
+#: batch pile up unindexed entries for one unlucky append to index). FTS5 writes a
+#: segment per flush and merges segments later: 64 entries a flush cost a turn about
+#: 3 % less than 16, and a search then indexes at most 63 (about 1.5 ms).
+FTS_BATCH = 64
+
+#: A session row (column name -> value) as the hot statements return it.
+SessionRow = Mapping[str, Any]
+
+
+def as_utc(value: datetime) -> datetime:
+    """Datetimes read back from SQLite are naive; tiermem stores UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """An entry validated and counted, ready to insert (built outside the transaction)."""
+
+    message: BaseMessage
+    type: EntryType
+    role: str
+    content: str
+    message_json: str
+    token_count: int
+    pinned: bool
+    metadata_json: str
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def _insert_ignore(conn: Connection) -> Any:
+    module = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return module.insert(session_table)
+
+
+def get_session(
+    conn: Connection,
+    project: str,
+    session_id: str,
+    *,
+    lock: bool = True,
+    create: bool = False,
+    now: datetime | None = None,
+    encoding: str = "",
+) -> SessionRow:
+    """The session row, locked for this transaction on PostgreSQL.
+
+    Raises:
+        SessionNotFound: if it does not exist and ``create`` is false.
+    """
+    query = (
+        _sql.SELECT_SESSION_FOR_UPDATE
+        if lock and conn.dialect.name == "postgresql"
+        else _sql.SELECT_SESSION
+    )
+    keys = {"project": project, "session_id": session_id}
+    row = _driver.first(conn, query, keys)
+    if row is None and create:
+        assert now is not None
+        # ON CONFLICT DO NOTHING: two processes creating one id both end with one row.
+        conn.execute(
+            _insert_ignore(conn)
+            .values(
+                project=project,
+                session_id=session_id,
+                created_at=now,
+                last_accessed=now,
+                access_count=0,
+                memory_tier=MemoryTier.ACTIVE.value,
+                encoding=encoding,
+            )
+            .on_conflict_do_nothing()
+        )
+        row = _driver.first(conn, query, keys)
+    if row is None:
+        raise SessionNotFound(f"no session {session_id!r} in project {project!r}")
+    return row
+
+
+def session_stats(row: SessionRow) -> SessionStats:
+    """Counters of a session row."""
+    return SessionStats(
+        total_entries=row["entry_count"],
+        active_entries=row["active_count"],
+        compressed_entries=row["entry_count"] - row["active_count"],
+        summaries=row["summary_count"],
+        total_tokens=row["entry_tokens"],
+        active_tokens=row["active_tokens"],
+        summary_tokens=row["summary_tokens"],
+        context_tokens=row["active_tokens"] + row["summary_tokens"],
+        memory_tier=row["memory_tier"],
+        last_accessed=as_utc(row["last_accessed"]),
+        access_count=row["access_count"],
+    )
+
+
+#: An access on PostgreSQL's clock (never before ``created_at``, stamped by the application).
+_SERVER_NOW = sa.func.greatest(sa.func.now(), S.created_at)
+
+
+@functools.cache
+def _on_server_clock(statement: sa.Update) -> sa.Update:
+    return statement.values(last_accessed=_SERVER_NOW)
+
+
+def _clocked(conn: Connection, statement: sa.Update) -> sa.Update:
+    """``statement``, stamping the access with the server's ``now()`` when the
+    memory has no injected clock (``Database(server_time=True)``, PostgreSQL)."""
+    if conn.get_execution_options().get("tiermem_server_time"):
+        return _on_server_clock(statement)
+    return statement
+
+
+def touch(conn: Connection, session: dict[str, Any], now: Any) -> str | None:
+    """Record an access on the session row and :func:`activate` it (``session``: the
+    row as read in this transaction); returns what :func:`activate` returns."""
+    _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": session["pk"], "now": now})
+    return activate(conn, session)
+
+
+def activate(conn: Connection, session: dict[str, Any]) -> str | None:
+    """Make an accessed session ACTIVE (``session``: its row as the access read it).
+
+    Returns the tier it had when that was another one (the row is updated to
+    ACTIVE), else ``None``; only then is a statement run.
+    """
+    previous = session["memory_tier"]
+    if previous == MemoryTier.ACTIVE.value:
+        return None
+    _driver.write(conn, _sql.ACTIVATE, {"pk_": session["pk"], "tier": MemoryTier.ACTIVE.value})
+    session["memory_tier"] = MemoryTier.ACTIVE.value
+    return str(previous)
+
+
+def list_sessions(
+    conn: Connection, project: str, limit: int | None, offset: int
+) -> list[SessionInfo]:
+    """Sessions of a project, most recently accessed first."""
+    query = (
+        sa.select(session_table)
+        .where(S.project == project)
+        .order_by(S.last_accessed.desc(), S.session_id)
+        .offset(offset)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return [
+        SessionInfo(
+            session_id=row["session_id"],
+            project=row["project"],
+            created_at=as_utc(row["created_at"]),
+            last_accessed=as_utc(row["last_accessed"]),
+            access_count=row["access_count"],
+            memory_tier=row["memory_tier"],
+            total_entries=row["entry_count"],
+            context_tokens=row["active_tokens"] + row["summary_tokens"],
+        )
+        for row in conn.execute(query).mappings()
+    ]
+
+
+def delete_sessions(conn: Connection, session_pks: sa.ColumnElement[bool] | Sequence[int]) -> None:
+    """Delete sessions with their entries and summaries (children first)."""
+    where = S.pk.in_(session_pks) if isinstance(session_pks, Sequence) else session_pks
+    pks = sa.select(S.pk).where(where).scalar_subquery()
+    conn.execute(sa.delete(entry_table).where(E.session_pk.in_(pks)))
+    conn.execute(sa.update(summary_table).where(M.session_pk.in_(pks)).values(parent_id=None))
+    conn.execute(sa.delete(summary_table).where(M.session_pk.in_(pks)))
+    conn.execute(sa.delete(session_table).where(where))
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def reserve(
+    conn: Connection, project: str, session_id: str, entries: Sequence[NewEntry], now: datetime
+) -> dict[str, Any] | None:
+    """Allocate seqs for ``entries`` and add them to the session's counters in one
+    ``UPDATE ... RETURNING`` (which locks the row on PostgreSQL); the tier is left
+    to :func:`activate`.
+
+    Returns the updated row, or ``None`` if the session does not exist.
+    """
+    params = {
+        "b_project": project,
+        "b_session_id": session_id,
+        "n": len(entries),
+        "tokens": sum(entry.token_count for entry in entries),
+        "now": now,
+    }
+    return _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
+
+
+def touch_session(
+    conn: Connection, project: str, session_id: str, now: datetime
+) -> dict[str, Any] | None:
+    """Record an access and return the session row, or ``None`` if it does not exist
+    (the tier is left to :func:`activate`)."""
+    params = {
+        "b_project": project,
+        "b_session_id": session_id,
+        "now": now,
+    }
+    return _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
+
+
+def append(
+    conn: Connection, session: SessionRow, entries: Sequence[NewEntry], now: datetime
+) -> tuple[list[MemoryEntry], dict[str, Any]]:
+    """Insert ``entries`` into the seqs :func:`reserve` allocated (``session`` is the
+    row it returned) and record their tool calls.
+
+    Returns the stored entries and the session's counter values.
+
+    Raises:
+        InvalidContent: a tool result without a pending call, or a reused call id.
+    """
+    counters = dict(session)
+    if any(entry.type in (EntryType.TOOL_CALL, EntryType.TOOL_RESULT) for entry in entries):
+        pending: dict[str, str] = json.loads(session["pending_calls"])
+        for entry in entries:
+            _check_tool_pairing(entry.message, pending)
+        # In the order the calls were made: a result without a call id answers
+        # the oldest pending call of its tool.
+        counters["pending_calls"] = json.dumps(pending)
+        pending_json = counters["pending_calls"]
+        _driver.write(conn, _sql.SET_PENDING, {"pk_": session["pk"], "pending": pending_json})
+    first_seq = session["last_seq"] - len(entries) + 1
+    rows = [
+        {
+            "session_pk": session["pk"],
+            "seq": first_seq + offset,
+            "type": entry.type.value,
+            "role": entry.role,
+            "content": store_text(entry.content),
+            "message": entry.message_json,
+            "message_id": None if entry.message.id is None else store_text(entry.message.id),
+            "timestamp": now,
+            "token_count": entry.token_count,
+            "pinned": entry.pinned,
+            "meta": entry.metadata_json,
+        }
+        for offset, entry in enumerate(entries)
+    ]
+    ids = _insert_entries(conn, rows)
+    if (ids[0] - 1) // FTS_BATCH != ids[-1] // FTS_BATCH:
+        fts.flush(conn)
+    _failpoints.hit("append.after_insert")
+    stored = [
+        _entry(session["session_id"], row | {"id": entry_id, "summary_id": None}, entry.message)
+        for entry_id, row, entry in zip(ids, rows, entries, strict=True)
+    ]
+    return stored, counters
+
+
+def pinned_tokens(conn: Connection, session_pk: int) -> int:
+    """Tokens of the pinned context of a session (pinned entries stay active)."""
+    rows = _driver.fetch_rows(conn, _sql.SELECT_PINNED_TOKENS, {"pk_": session_pk})
+    return int(rows[0][0] or 0)
+
+
+def _insert_entries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Insert entry rows (all with the same columns); their ids in order."""
+    if conn.dialect.name != "sqlite":  # one multi-row INSERT ... RETURNING
+        return list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars())
+    # A statement per row costs SQLite less than building a multi-row one.
+    return [
+        _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=tuple(row))[0][0]
+        for row in rows
+    ]
+
+
+def _check_tool_pairing(message: BaseMessage, pending: dict[str, str]) -> None:
+    if isinstance(message, ToolMessage):
+        if pending.pop(message.tool_call_id, None) is None:
+            raise InvalidContent(
+                f"tool result {message.tool_call_id!r} answers no pending tool call of this "
+                "session; add the assistant's tool call first"
+            )
+    for call_id, name in zip(tool_call_ids(message), tool_call_names(message), strict=True):
+        if call_id in pending:
+            raise InvalidContent(f"tool call id {call_id!r} is already pending")
+        pending[call_id] = name
+
+
+def stored_message_ids(
+    conn: Connection, project: str, session_id: str, ids: Sequence[str]
+) -> set[str]:
+    """Which of ``ids`` are stored in the session (none if it does not exist)."""
+    query = (
+        sa.select(E.message_id)
+        .join(session_table, S.pk == E.session_pk)
+        .where(S.project == project, S.session_id == session_id, E.message_id.in_(ids))
+    )
+    return {value for value in conn.execute(query).scalars() if value is not None}
+
+
+def existing_message_ids(conn: Connection, pk: int, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` are stored in the session already."""
+    if not ids:
+        return set()
+    stored = [store_text(value) for value in ids]
+    query = sa.select(E.message_id).where(E.session_pk == pk, E.message_id.in_(stored))
+    return {load_text(value) for value in conn.execute(query).scalars() if value is not None}
+
+
+def _entry(
+    session_id: str, row: Any, message: BaseMessage | None = None, *, fresh: bool = True
+) -> MemoryEntry:
+    meta = row["meta"]
+    return MemoryEntry(
+        id=row["id"],
+        session_id=session_id,
+        seq=row["seq"],
+        type=EntryType(row["type"]),
+        role=row["role"],
+        content=load_text(row["content"]),
+        timestamp=as_utc(row["timestamp"]),
+        token_count=row["token_count"],
+        compressed=row["summary_id"] is not None,
+        summary_id=row["summary_id"],
+        metadata={} if meta == "{}" else json.loads(meta),
+        pinned=bool(row["pinned"]),
+        message=message if message is not None else deserialize(row["message"], fresh=fresh),
+    )
+
+
+def read_entries(
+    conn: Connection,
+    session: SessionRow,
+    *,
+    active_only: bool,
+    seq_range: tuple[int, int] | None = None,
+    compressed_only: bool = False,
+    fresh: bool = True,
+) -> list[MemoryEntry]:
+    """Entries of a session in seq order.
+
+    With ``fresh=False`` entries share their messages with the parse cache: only
+    for tiermem's own read-only use (planning a compression), never for callers.
+    """
+    sid = session["session_id"]
+    if active_only and seq_range is None:  # the hot path: a prebuilt statement
+        rows = _driver.fetch(conn, _sql.SELECT_ACTIVE, {"pk_": session["pk"]})
+        return [_entry(sid, row, fresh=fresh) for row in rows]
+    query = sa.select(entry_table).where(E.session_pk == session["pk"]).order_by(E.seq)
+    if active_only:
+        query = query.where(E.summary_id.is_(None))
+    if compressed_only:
+        query = query.where(E.summary_id.is_not(None))
+    if seq_range is not None:
+        query = query.where(E.seq.between(*seq_range))
+    return [_entry(session["session_id"], row) for row in conn.execute(query).mappings()]
+
+
+#: What ``get_messages`` renders: the top-level summaries and the active messages.
+MessageWindow = tuple[list[SummaryText], list[WindowEntry]]
+
+
+def read_message_window(conn: Connection, session: Mapping[Any, Any]) -> MessageWindow:
+    """The top-level summaries (ids and texts) and the messages of the active entries:
+    everything ``get_messages`` shows, in one statement that parses nothing else."""
+    summaries: list[SummaryText] = []
+    messages: list[WindowEntry] = []
+    for kind, _k1, _k2, ref, body, tokens, pinned in _driver.fetch_rows(
+        conn, _sql.SELECT_MESSAGE_WINDOW, {"pk_": session["pk"]}
+    ):
+        if kind == 0:
+            summaries.append(SummaryText(ref, load_text(body), tokens))
+        else:
+            messages.append(WindowEntry(deserialize(body), tokens, bool(pinned)))
+    return summaries, messages
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def read_summaries(
+    conn: Connection, session: SessionRow, *, top_only: bool = True, with_ids: bool = True
+) -> list[MemorySummary]:
+    """Summaries of a session, oldest first (top-level only by default)."""
+    if top_only and not with_ids and not session["summary_count"]:
+        return []
+    if top_only and not with_ids:
+        top = _driver.fetch(conn, _sql.SELECT_TOP_SUMMARIES, {"pk_": session["pk"]})
+        return [_summary(session["session_id"], row, ()) for row in top]
+    query = (
+        sa.select(summary_table).where(M.session_pk == session["pk"]).order_by(M.first_seq, M.level)
+    )
+    if top_only:
+        query = query.where(M.parent_id.is_(None))
+    rows = list(conn.execute(query).mappings())
+    ids_by_summary: dict[int, list[int]] = {row["id"]: [] for row in rows}
+    if with_ids and rows:
+        lo = min(row["first_seq"] for row in rows)
+        hi = max(row["last_seq"] for row in rows)
+        ids, seqs = _covered(conn, session["pk"], lo, hi)
+        for row in rows:  # each span is a slice of the seq-ordered list
+            start = bisect.bisect_left(seqs, row["first_seq"])
+            end = bisect.bisect_right(seqs, row["last_seq"])
+            ids_by_summary[row["id"]] = ids[start:end]
+    return [_summary(session["session_id"], row, ids_by_summary[row["id"]]) for row in rows]
+
+
+def _covered(conn: Connection, pk: int, first: int, last: int) -> tuple[list[int], list[int]]:
+    """Ids and seqs of the compressed entries with seqs ``first..last``, in seq order."""
+    rows = _driver.fetch_rows(conn, _sql.SELECT_COVERED, {"pk_": pk, "first": first, "last": last})
+    return [row[0] for row in rows], [row[1] for row in rows]
+
+
+def _summary(session_id: str, row: Any, entry_ids: Sequence[int]) -> MemorySummary:
+    original = row["original_token_count"]
+    return MemorySummary(
+        id=row["id"],
+        session_id=session_id,
+        content=load_text(row["content"]),
+        original_entry_ids=tuple(entry_ids),
+        token_count=row["token_count"],
+        original_token_count=original,
+        compression_ratio=row["token_count"] / original if original else 0.0,
+        created_at=as_utc(row["created_at"]),
+        time_range=(as_utc(row["start_time"]), as_utc(row["end_time"])),
+        level=row["level"],
+        first_seq=row["first_seq"],
+        last_seq=row["last_seq"],
+        parent_id=row["parent_id"],
+    )
+
+
+def get_summary_row(
+    conn: Connection, project: str, summary_id: int
+) -> tuple[SessionRow, SessionRow]:
+    """A summary and its session.
+
+    Raises:
+        SessionNotFound: if no summary has that id in the project.
+    """
+    row = (
+        conn.execute(
+            sa.select(summary_table, S.session_id.label("sid"))
+            .join(session_table, S.pk == M.session_pk)
+            .where(M.id == summary_id, S.project == project)
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise SessionNotFound(f"no summary {summary_id} in project {project!r}")
+    session = get_session(conn, project, row["sid"], lock=False)
+    return dict(row), session
+
+
+# --------------------------------------------------------------------------- compression
+
+
+#: Consecutive failures counted for the backoff (see :func:`release_failed_claim`).
+_MAX_COUNTED_FAILURES = 1024
+
+
+def claim(conn: Connection, session: SessionRow, token: str, now: datetime, ttl: float) -> None:
+    """Take the session's compression claim (a lease that expires after ``ttl`` s).
+
+    Raises:
+        CompressionInProgress: if another live claim holds the session.
+    """
+    expires = session["claim_expires_at"]
+    if session["claim_token"] and expires is not None and as_utc(expires) > now:
+        raise CompressionInProgress(
+            f"session {session['session_id']!r} is being compressed by another worker"
+        )
+    expires_at = now + timedelta(seconds=ttl)
+    _driver.write(conn, _sql.CLAIM, {"pk_": session["pk"], "token": token, "expires": expires_at})
+
+
+def release_failed_claim(
+    conn: Connection, session: SessionRow, token: str, now: datetime, backoff: tuple[float, float]
+) -> None:
+    """Drop our claim after a failure and back off automatic compression: ``backoff``
+    is (base, max) seconds, the pause doubling per consecutive failure up to max."""
+    if session["claim_token"] != token:
+        return
+    # The count saturates where doubling would leave the float range (2.0 ** 1024
+    # overflows); backoff_max caps the pause long before that.
+    failures = min(session["failures"] + 1, _MAX_COUNTED_FAILURES)
+    pause = min(backoff[0] * 2.0 ** (failures - 1), backoff[1])
+    conn.execute(
+        sa.update(session_table)
+        .where(S.pk == session["pk"])
+        .values(
+            claim_token=None,
+            claim_expires_at=None,
+            failures=failures,
+            backoff_until=now + timedelta(seconds=pause),
+        )
+    )
+
+
+def _check_claim(session: SessionRow, token: str) -> None:
+    if session["claim_token"] != token:
+        raise CompressionConflict(
+            f"the compression claim of session {session['session_id']!r} expired and was "
+            "taken by another worker; nothing was written"
+        )
+
+
+def commit_summary(
+    conn: Connection,
+    session: SessionRow,
+    token: str,
+    entries: Sequence[MemoryEntry],
+    content: str,
+    token_count: int,
+    now: datetime,
+) -> tuple[MemorySummary, dict[str, Any]]:
+    """Store the summary of ``entries`` and link them, if they are still active.
+
+    Raises:
+        CompressionConflict: the claim was lost or the entries changed.
+    """
+    _check_claim(session, token)
+    original = sum(entry.token_count for entry in entries)
+    first, last = entries[0].seq, entries[-1].seq
+    row = {
+        "session_pk": session["pk"],
+        "content": store_text(content),
+        "level": 1,
+        "first_seq": first,
+        "last_seq": last,
+        "entry_count": len(entries),
+        "token_count": token_count,
+        "original_token_count": original,
+        "created_at": now,
+        "start_time": entries[0].timestamp,
+        "end_time": entries[-1].timestamp,
+        "parent_id": None,
+    }
+    (summary_id,) = _driver.fetch_rows(conn, _sql.INSERT_SUMMARY, row, column_keys=tuple(row))[0]
+    _failpoints.hit("compress.after_summary_insert")
+    link = {"pk_": session["pk"], "first": first, "last": last, "sid": summary_id}
+    linked = _driver.write(conn, _sql.LINK_ENTRIES, link)
+    if linked != len(entries):
+        raise CompressionConflict("the entries changed while the summarizer ran; nothing written")
+    _failpoints.hit("compress.after_link")
+    counters = {
+        "active_count": session["active_count"] - len(entries),
+        "active_tokens": session["active_tokens"] - original,
+        "summary_count": session["summary_count"] + 1,
+        "summary_tokens": session["summary_tokens"] + token_count,
+    }
+    _finish_claim(conn, session, counters)
+    summary = MemorySummary(
+        id=summary_id,
+        session_id=session["session_id"],
+        content=content,
+        original_entry_ids=tuple(entry.id for entry in entries),
+        token_count=token_count,
+        original_token_count=original,
+        compression_ratio=token_count / original if original else 0.0,
+        created_at=now,
+        time_range=(entries[0].timestamp, entries[-1].timestamp),
+        level=1,
+        first_seq=first,
+        last_seq=last,
+    )
+    return summary, {**session, **counters}
+
+
+def commit_merge(
+    conn: Connection,
+    session: SessionRow,
+    token: str,
+    children: Sequence[MemorySummary],
+    content: str,
+    token_count: int,
+    now: datetime,
+) -> tuple[MemorySummary, dict[str, Any]]:
+    """Store a higher-level summary of ``children`` (still top-level) and link them.
+
+    Raises:
+        CompressionConflict: the claim was lost or the summaries changed.
+    """
+    _check_claim(session, token)
+    original = sum(child.token_count for child in children)
+    first, last = children[0].first_seq, children[-1].last_seq
+    level = max(child.level for child in children) + 1
+    # Neither the plan nor this commit reads the ids of the entries under the merged
+    # summary: they are every entry of the conversation so far, and reading them made
+    # each merge cost O(conversation). Its entry count is its children's.
+    child_ids = [child.id for child in children]
+    entry_count = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(M.entry_count), 0)).where(
+            M.session_pk == session["pk"], M.id.in_(child_ids)
+        )
+    ).scalar_one()
+    summary_id = conn.execute(
+        sa.insert(summary_table)
+        .values(
+            session_pk=session["pk"],
+            content=store_text(content),
+            level=level,
+            first_seq=first,
+            last_seq=last,
+            entry_count=entry_count,
+            token_count=token_count,
+            original_token_count=original,
+            created_at=now,
+            start_time=children[0].time_range[0],
+            end_time=children[-1].time_range[1],
+        )
+        .returning(M.id)
+    ).scalar_one()
+    linked = conn.execute(
+        sa.update(summary_table)
+        .where(
+            M.session_pk == session["pk"],
+            M.id.in_(child_ids),
+            M.parent_id.is_(None),
+        )
+        .values(parent_id=summary_id)
+    ).rowcount
+    if linked != len(children):
+        raise CompressionConflict("the summaries changed while the summarizer ran")
+    counters = {
+        "summary_count": session["summary_count"] - len(children) + 1,
+        "summary_tokens": session["summary_tokens"] - original + token_count,
+    }
+    _finish_claim(conn, session, counters)
+    summary = MemorySummary(
+        id=summary_id,
+        session_id=session["session_id"],
+        content=content,
+        original_entry_ids=(),  # see MemorySummary: get_summaries() lists them
+        token_count=token_count,
+        original_token_count=original,
+        compression_ratio=token_count / original if original else 0.0,
+        created_at=now,
+        time_range=(children[0].time_range[0], children[-1].time_range[1]),
+        level=level,
+        first_seq=first,
+        last_seq=last,
+    )
+    return summary, {**session, **counters}
+
+
+def _finish_claim(conn: Connection, session: SessionRow, counters: dict[str, Any]) -> None:
+    names = ("active_count", "active_tokens", "summary_count", "summary_tokens")
+    values = {name: counters.get(name, session[name]) for name in names}
+    _driver.write(conn, _sql.FINISH_CLAIM, {"pk_": session["pk"], **values})

@@ -1,0 +1,205 @@
+"""Set-based statements of the access-tier operations (:mod:`tiermem.lifecycle`).
+
+Every function runs on a connection inside the transaction ``Database.run``
+opened and touches rows only through single statements over a pk range, a
+``(project, last_accessed)`` index range or a list of pks; none loops over rows.
+Times are datetimes (the memory's clock) or SQL on the server's ``now()``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection, Row
+
+from .._core import failpoints as _failpoints
+from ..errors import StorageBusy
+from ..tiers import MemoryTier, TierPolicy
+from ..types import SessionInfo
+from . import store
+from .schema import entry_table, session_table, summary_table
+
+__all__ = [
+    "Changed",
+    "Cutoffs",
+    "clamp_future",
+    "count_expired",
+    "cutoffs",
+    "prune_batch",
+    "recalculate_batch",
+    "session_info",
+    "tier_case",
+    "tier_predicates",
+]
+
+S, E, M = session_table.c, entry_table.c, summary_table.c
+
+#: (session_id, new tier) of the sessions a recalculation batch changed.
+Changed = Sequence[Row[tuple[str, str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Cutoffs:
+    """``now`` and the tier boundaries: datetimes, or SQL on the server's ``now()``."""
+
+    now: Any
+    active: Any
+    recent: Any
+    expired: Any
+
+
+def cutoffs(moment: Any, policy: TierPolicy) -> Cutoffs:
+    """The boundaries of ``policy`` as seen at ``moment``."""
+    return Cutoffs(
+        now=moment,
+        active=moment - policy.active_within,
+        recent=moment - policy.recent_within,
+        expired=moment - policy.expired_after,
+    )
+
+
+def tier_predicates(
+    cut: Cutoffs, accessed: sa.ColumnElement[Any] = S.last_accessed
+) -> dict[MemoryTier, sa.ColumnElement[bool]]:
+    """Each tier as a range of ``accessed`` (a session's ``last_accessed`` by default;
+    the boundaries of ``calculate_tier``)."""
+    return {
+        MemoryTier.ACTIVE: accessed > cut.active,  # a future access counts as now
+        MemoryTier.RECENT: sa.and_(accessed > cut.recent, accessed <= cut.active),
+        MemoryTier.ARCHIVED: sa.and_(accessed >= cut.expired, accessed <= cut.recent),
+        MemoryTier.EXPIRED: accessed < cut.expired,  # strictly older than expired_after
+    }
+
+
+def tier_case(cut: Cutoffs, accessed: sa.ColumnElement[Any] = S.last_accessed) -> sa.Case[Any]:
+    """The tier of a row as a SQL ``CASE`` over ``accessed`` (a session's
+    ``last_accessed`` by default)."""
+    return sa.case(
+        (accessed.is_(None), MemoryTier.ARCHIVED.value),  # never accessed, as in the seed
+        (accessed > cut.active, MemoryTier.ACTIVE.value),
+        (accessed > cut.recent, MemoryTier.RECENT.value),
+        (accessed >= cut.expired, MemoryTier.ARCHIVED.value),
+        else_=MemoryTier.EXPIRED.value,
+    )
+
+
+def session_info(row: Mapping[Any, Any]) -> SessionInfo:
+    """The public view of a session row."""
+    return SessionInfo(
+        session_id=row["session_id"],
+        project=row["project"],
+        created_at=store.as_utc(row["created_at"]),
+        last_accessed=store.as_utc(row["last_accessed"]),
+        access_count=row["access_count"],
+        memory_tier=row["memory_tier"],
+        total_entries=row["entry_count"],
+        context_tokens=row["active_tokens"] + row["summary_tokens"],
+    )
+
+
+def clamp_future(conn: Connection, *, project: str, cut: Cutoffs) -> tuple[int, int] | None:
+    """Clamp accesses stamped in the future to now; return the project's pk range."""
+    conn.execute(
+        sa.update(session_table)
+        .where(S.project == project, S.last_accessed > cut.now)
+        .values(
+            last_accessed=cut.now,
+            created_at=sa.case((S.created_at > cut.now, cut.now), else_=S.created_at),
+        )
+    )
+    low, high = conn.execute(
+        sa.select(sa.func.min(S.pk), sa.func.max(S.pk)).where(S.project == project)
+    ).one()
+    return None if low is None else (int(low), int(high))
+
+
+def recalculate_batch(
+    conn: Connection, *, project: str, low: int, high: int, cut: Cutoffs, returning: bool
+) -> tuple[int, Changed]:
+    """Set the tier of the sessions in pks ``low..high`` whose stored tier is stale.
+
+    Returns the number changed and, with ``returning``, their ids and new tiers.
+    """
+    tier = tier_case(cut)
+    # ``project || ''`` keeps the planner on the pk range: SQLite, without ANALYZE
+    # statistics, would otherwise walk the project's whole index for every batch.
+    in_project = S.project.concat("") == project
+    statement = (
+        sa.update(session_table)
+        .where(S.pk.between(low, high), in_project, S.memory_tier != tier)
+        .values(memory_tier=tier)
+    )
+    if not returning:
+        return conn.execute(statement).rowcount, []
+    rows = conn.execute(statement.returning(S.session_id, S.memory_tier)).all()
+    return len(rows), rows
+
+
+def count_expired(conn: Connection, *, project: str, cutoff: Any) -> int:
+    """How many sessions of ``project`` were last accessed before ``cutoff``."""
+    query = sa.select(sa.func.count()).where(S.project == project, S.last_accessed < cutoff)
+    return int(conn.execute(query).scalar_one())
+
+
+def _among(
+    conn: Connection, column: sa.ColumnElement[int], pks: Sequence[int]
+) -> sa.ColumnElement[bool]:
+    """``column IN pks`` with one bound parameter, however many pks (a JSON array on
+    SQLite, an array on PostgreSQL): expanding thousands of placeholders per statement
+    would cost more than the statement."""
+    if conn.dialect.name == "postgresql":
+        return column == sa.any_(sa.literal(list(pks), postgresql.ARRAY(sa.Integer)))
+    values = sa.func.json_each(json.dumps(list(pks))).table_valued("value")
+    return column.in_(sa.select(values.c.value))
+
+
+def prune_batch(
+    conn: Connection, *, project: str, cutoff: Any, want: int
+) -> tuple[str, ...] | None:
+    """Delete up to ``want`` sessions last accessed before ``cutoff``, oldest first, with
+    their entries and summaries. Returns their ids; ``None`` when none is left."""
+    query = (
+        sa.select(S.pk)
+        .where(S.project == project, S.last_accessed < cutoff)
+        .order_by(S.last_accessed, S.pk)
+        .limit(want)
+    )
+    if conn.dialect.name == "postgresql":
+        # Lock the candidates: an access that committed first makes the lock wait
+        # re-evaluate the WHERE on its row, which is then no longer expired; a later
+        # one waits for this transaction and finds the session gone. SQLite
+        # serializes writers with BEGIN IMMEDIATE instead.
+        query = query.with_for_update()
+    pks = list(conn.execute(query).scalars())
+    if not pks:
+        return None
+    _failpoints.hit("prune.after_select")
+    # Re-check expiry by the current last_accessed (selecting by pk alone keeps SQLite
+    # on pk lookups), delete the children of exactly those sessions, then the sessions,
+    # with the re-check once more in the DELETE itself. Under the locks taken above the
+    # two checks agree; should they not, the batch is rolled back, never half done.
+    rows = conn.execute(
+        sa.select(S.pk, S.session_id)
+        .where(_among(conn, S.pk, pks), S.last_accessed < cutoff)
+        .order_by(S.last_accessed, S.pk)
+    ).all()
+    doomed = [row.pk for row in rows]
+    if doomed:
+        conn.execute(sa.delete(entry_table).where(_among(conn, E.session_pk, doomed)))
+        conn.execute(
+            sa.update(summary_table)
+            .where(_among(conn, M.session_pk, doomed))
+            .values(parent_id=None)
+        )
+        conn.execute(sa.delete(summary_table).where(_among(conn, M.session_pk, doomed)))
+        deleted = conn.execute(
+            sa.delete(session_table).where(_among(conn, S.pk, doomed), S.last_accessed < cutoff)
+        ).rowcount
+        if deleted != len(doomed):
+            raise StorageBusy("sessions were accessed while being pruned; nothing was deleted")
+    return tuple(row.session_id for row in rows)
