@@ -6,12 +6,11 @@ from importlib import metadata
 
 from ._compression.policy import DEFAULT_SUMMARY_PROMPT
 from ._core.render import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
-from ._ops.tiers import TierStats
-from ._ops.transfer import SessionState
 from ._storage.database import Database
 from ._storage.schema import create_tables
 from .errors import TiermemError
 from .memory import ConversationMemory
+from .state import SessionState
 from .tiers import MemoryTier, TierPolicy, calculate_tier
 from .tokens import TokenCounter
 from .types import (
@@ -23,6 +22,7 @@ from .types import (
     SearchHit,
     SessionInfo,
     SessionStats,
+    TierStats,
 )
 
 __version__ = metadata.version("tiermem")

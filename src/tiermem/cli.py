@@ -33,23 +33,19 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
     raise SystemExit("the tiermem command needs the cli extra: pip install 'tiermem[cli]'") from exc
 
-import sqlalchemy as sa
-
-from ._core.messages import validate_session_id
-from ._core.render import context_text
-from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress, TierStats
-from ._storage import store
-from ._storage.database import DEFAULT_URL, parse_url, translate_error
-from ._storage.schema import SessionRow
+from ._core.clock import utc_now
+from ._core.runner import run
+from ._ops import read
+from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
+from ._storage.database import DEFAULT_URL, DRIVER_ERRORS, parse_url, translate_error
 from .doctor import find_violations
 from .errors import InvalidArgument, TiermemError
 from .memory import ConversationMemory
 from .tiers import calculate_tier
-from .types import SessionStats
+from .types import SessionStats, TierStats
 
 __all__ = ["app", "main"]
 
-SESSION_TABLE: str = SessionRow.__tablename__
 
 app = typer.Typer(help="Tiered, token-aware conversation memory.", no_args_is_help=True)
 db_app = typer.Typer(help="Schema management.", no_args_is_help=True)
@@ -81,7 +77,7 @@ def reported() -> Iterator[None]:
     except OSError as error:
         where = f" {error.filename}" if error.filename else ""
         fail(f"cannot access{where}: {error.strerror or error}")
-    except sa.exc.SQLAlchemyError as error:
+    except DRIVER_ERRORS as error:
         fail(str(translate_error(error)))
 
 
@@ -113,7 +109,7 @@ def open_memory(
             check_exists(url)
         memory = ConversationMemory(url, project=project, **kwargs)
         try:
-            if read_only and not sa.inspect(memory.engine).has_table(SESSION_TABLE):
+            if read_only and not memory.database.has_tables():
                 # The first operation would create the tables: a read must not.
                 where = memory.engine.url.render_as_string(hide_password=True)
                 raise InvalidArgument(f"no tiermem tables in {where}: nothing stored yet")
@@ -123,31 +119,14 @@ def open_memory(
 
 
 def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:
-    """A session's context text and counters from one snapshot, without recording
-    an access (an operator looking at a session does not keep it alive).
-
-    Raises:
-        SessionNotFound: for an unknown session.
-    """
-    validate_session_id(session_id)
-
-    def work(conn: sa.Connection) -> tuple[str, SessionStats]:
-        session = store.get_session(conn, memory.project, session_id, lock=False)
-        text = context_text(
-            store.read_summaries(conn, session, with_ids=False),
-            store.read_entries(conn, session, active_only=True),
-            max_tokens=memory.config.max_tokens,
-            counter=memory.counter,
-        )
-        return text, store.session_stats(session)
-
-    return memory.database.run(work, write=False, snapshot=True)
+    """A session's context text and counters, without recording an access."""
+    return run(read.peek(memory.context, session_id))
 
 
 def sessions_table(memory: ConversationMemory, limit: int | None = None) -> Table:
     """The sessions of ``memory``'s project, each with its tier as of now (the stored
     tier is only as fresh as the last access or ``recalc``)."""
-    now = memory.now()
+    now = utc_now()
     policy = memory.config.tier_policy
     # Ids and times are folded, never cut short: an operator copies them.
     table = Table(
@@ -281,7 +260,7 @@ def doctor(url: UrlOption = None) -> None:
     """Check the storage invariants; exit code 3 when any is broken. Never creates
     a database."""
     with open_memory(url, read_only=True) as memory:
-        problems = find_violations(memory.engine, now=memory.now())
+        problems = find_violations(memory.engine, now=utc_now())
     if problems:
         for problem in problems:
             console.print(f"[red]x[/red] {escape(problem)}")

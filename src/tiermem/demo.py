@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ._storage.database import utc_now
+from ._core.clock import utc_now
 from .errors import InvalidArgument
 from .memory import ConversationMemory
 from .types import CompressionResult, MemoryConfig, MemoryEntry

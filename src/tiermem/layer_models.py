@@ -20,7 +20,7 @@ __all__ = [
 
 
 class LayerType(enum.StrEnum):
-    """The four memory layers of the seed.
+    """The four memory layers.
 
     * ``working``: the current task's scratch pad, in this process only,
       trimmed to the newest ``max_working_entries``.

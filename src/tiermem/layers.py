@@ -1,15 +1,18 @@
-"""``LayeredMemory``: the seed's four memory layers over one scope of a project.
+"""``LayeredMemory``: working, episodic, semantic and procedural memory over one
+scope of a project.
 
 ``mem.layers(scope)`` returns the scope's :class:`LayeredMemory` (one per scope
-and memory, so every caller in the process shares its working memory).
-Working memory lives in the process; the episodic, semantic and procedural
-layers are rows of ``tiermem_layer_item`` with access tiers, searchable
-through the full-text index of :mod:`tiermem.fts`.
+and memory, kept by the memory's :class:`LayerRegistry`, so every caller in the
+process shares its working memory). Working memory lives in the process; the
+episodic, semantic and procedural layers are rows of ``tiermem_layer_item`` with
+access tiers, searchable through the full-text index of
+:mod:`tiermem._storage.fts`.
 
-Every public method is one operation generator (``_op_*``) run by the
-memory's own runner, so the sync method and its ``a``-prefixed async twin
-share one body: one transaction per call, a summarizer called outside any
-transaction.
+:class:`LayeredMemory` is a facade: each public method and its ``a``-prefixed
+async twin run the same operation of :mod:`tiermem._ops.layers` or
+:mod:`tiermem._ops.compact` (one transaction per call, a summarizer called
+outside any transaction) with :func:`~tiermem._core.runner.run` or
+:func:`~tiermem._core.runner.arun`.
 
 Stored items have access tiers with the rules of sessions: an item last
 accessed strictly longer than ``expired_after`` ago is expired; searches,
@@ -25,30 +28,16 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy.engine import RowMapping
-
-from ._core.messages import serialize_metadata
-from ._core.runner import Op
-from ._ops.compact import CompactionMixin
-from ._ops.layer_base import (
-    DEFAULT_MAX_WORKING_ENTRIES,
-    check_count,
-    check_key,
-    check_metadata,
-    check_text,
-    parse_layer,
-    to_item,
-    to_knowledge,
-    to_rule,
-    validate_scope,
-)
-from ._storage import fts
-from ._storage import items as layer_store
+from ._core.runner import arun, run
+from ._ops import compact as compact_ops
+from ._ops import layers as layer_ops
+from ._ops.layer_base import DEFAULT_MAX_WORKING_ENTRIES, LayerScope, validate_scope
+from ._ops.working import WorkingMemory
 from ._storage.items import prune_expired_items, recalculate_item_tiers
-from .errors import InvalidArgument
 from .layer_models import (
     KnowledgeEntry,
     LayerCompaction,
@@ -60,6 +49,7 @@ from .layer_models import (
 )
 
 if TYPE_CHECKING:
+    from ._core.context import MemoryContext
     from .memory import ConversationMemory
 
 __all__ = [
@@ -68,46 +58,17 @@ __all__ = [
     "LayerCompaction",
     "LayerHit",
     "LayerItem",
+    "LayerRegistry",
     "LayerStats",
     "LayerType",
     "LayeredMemory",
     "Rule",
-    "layered_memory",
     "prune_expired_items",
     "recalculate_item_tiers",
 ]
 
-_registry_lock = threading.Lock()
 
-
-def _reset_after_fork() -> None:
-    """A forked child gets its own registry lock (a thread of the parent may have
-    held it at the fork, and no thread of the child would ever release it)."""
-    global _registry_lock
-    _registry_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-def layered_memory(
-    memory: ConversationMemory, scope: str, *, max_working_entries: int | None = None
-) -> LayeredMemory:
-    """The :class:`LayeredMemory` of ``scope`` on ``memory`` (made on first use;
-    ``max_working_entries`` resizes an existing one)."""
-    validate_scope(scope)
-    with _registry_lock:
-        registry: dict[str, LayeredMemory] = vars(memory).setdefault("_tiermem_layers", {})
-        layered = registry.get(scope)
-        if layered is None:
-            layered = LayeredMemory(memory, scope, max_working_entries=max_working_entries)
-            registry[scope] = layered
-        elif max_working_entries is not None:
-            layered.max_working_entries = max_working_entries
-        return layered
-
-
-class LayeredMemory(CompactionMixin):
+class LayeredMemory:
     """Working, episodic, semantic and procedural memory of one scope.
 
     Get one with ``mem.layers(scope)``. Every method has an async twin with the
@@ -115,41 +76,45 @@ class LayeredMemory(CompactionMixin):
     memory's database, with access tiers; working items live in this process.
 
     Args:
-        memory: the memory whose database, clock, token counter, summarizer and
-            configuration the layers use.
+        context: the context of the memory whose database, clock, token counter,
+            summarizer and configuration the layers use.
         scope: the namespace inside the memory's project.
         max_working_entries: how many working items are kept (default 50).
+
+    Raises:
+        InvalidArgument: a bad scope name or ``max_working_entries``.
     """
 
-    # ------------------------------------------------------------------ writing
+    def __init__(
+        self, context: MemoryContext, scope: str, *, max_working_entries: int | None = None
+    ) -> None:
+        name = validate_scope(scope)
+        limit = DEFAULT_MAX_WORKING_ENTRIES if max_working_entries is None else max_working_entries
+        self._state = LayerScope(context, name, WorkingMemory(name, limit))
 
-    def _op_append(
-        self, type: LayerType | str, content: str, metadata: Mapping[str, Any] | None
-    ) -> Op[LayerItem]:
-        layer, meta = parse_layer(type), check_metadata(metadata)
-        key: str | None = None
-        if layer is LayerType.SEMANTIC:
-            key = check_key(meta.pop("key", None))
-        elif layer is LayerType.PROCEDURAL:
-            condition = meta.pop("condition", None)
-            if condition is None:
-                raise InvalidArgument(
-                    'a procedural rule needs a condition (metadata={"condition": ...} '
-                    "or add_rule())"
-                )
-            limit = self._memory.config.max_entry_chars
-            key = check_text("condition", condition, limit, required=True)
-        item = self._prepare(layer, key, content, meta)
-        now = self._memory.now()
-        if layer is LayerType.WORKING:
-            return self._working.add(item.content, meta, item.token_count, now)
-        policy = self._memory.config.tier_policy
-        if layer is LayerType.SEMANTIC:
-            row = self._write(lambda conn, pk: layer_store.upsert_fact(conn, pk, item, now, policy))
-        else:
-            row = self._write(lambda conn, pk: layer_store.insert_item(conn, pk, item, now))
-        return to_item(self.scope, row)
-        yield  # pragma: no cover - makes this a generator
+    def __repr__(self) -> str:
+        return f"LayeredMemory(project={self._state.context.project!r}, scope={self.scope!r})"
+
+    @property
+    def memory(self) -> ConversationMemory:
+        """The conversation memory these layers belong to."""
+        return cast("ConversationMemory", self._state.context.owner)
+
+    @property
+    def scope(self) -> str:
+        """The namespace inside the memory's project."""
+        return self._state.name
+
+    @property
+    def max_working_entries(self) -> int:
+        """How many working items are kept; setting it trims at once."""
+        return self._state.working.max_entries
+
+    @max_working_entries.setter
+    def max_working_entries(self, value: int) -> None:
+        self._state.working.max_entries = value
+
+    # ------------------------------------------------------------------ writing
 
     def append(
         self, type: LayerType | str, content: str, metadata: Mapping[str, Any] | None = None
@@ -169,69 +134,39 @@ class LayeredMemory(CompactionMixin):
             InvalidContent / EntryTooLarge: unusable content.
             StorageError: the database failed; nothing was stored.
         """
-        return self._memory._run(self._op_append(type, content, metadata))
+        return run(layer_ops.append(self._state, type, content, metadata))
 
     async def aappend(
         self, type: LayerType | str, content: str, metadata: Mapping[str, Any] | None = None
     ) -> LayerItem:
         """Async :meth:`append`."""
-        return await self._memory._arun(self._op_append(type, content, metadata))
+        return await arun(layer_ops.append(self._state, type, content, metadata))
 
     def learn(
         self, key: str, value: str, metadata: Mapping[str, Any] | None = None
     ) -> KnowledgeEntry:
         """Store a semantic fact under ``key``, replacing an earlier value (an access)."""
-        meta = {**check_metadata(metadata), "key": key}
-        return to_knowledge(self._memory._run(self._op_append(LayerType.SEMANTIC, value, meta)))
+        return run(layer_ops.learn(self._state, key, value, metadata))
 
     async def alearn(
         self, key: str, value: str, metadata: Mapping[str, Any] | None = None
     ) -> KnowledgeEntry:
         """Async :meth:`learn`."""
-        meta = {**check_metadata(metadata), "key": key}
-        item = await self._memory._arun(self._op_append(LayerType.SEMANTIC, value, meta))
-        return to_knowledge(item)
+        return await arun(layer_ops.learn(self._state, key, value, metadata))
 
     def add_rule(
         self, condition: str, action: str, metadata: Mapping[str, Any] | None = None
     ) -> Rule:
         """Store a procedural rule: when ``condition`` holds, do ``action``."""
-        meta = {**check_metadata(metadata), "condition": condition}
-        return to_rule(self._memory._run(self._op_append(LayerType.PROCEDURAL, action, meta)))
+        return run(layer_ops.add_rule(self._state, condition, action, metadata))
 
     async def aadd_rule(
         self, condition: str, action: str, metadata: Mapping[str, Any] | None = None
     ) -> Rule:
         """Async :meth:`add_rule`."""
-        meta = {**check_metadata(metadata), "condition": condition}
-        item = await self._memory._arun(self._op_append(LayerType.PROCEDURAL, action, meta))
-        return to_rule(item)
+        return await arun(layer_ops.add_rule(self._state, condition, action, metadata))
 
     # ------------------------------------------------------------------ reading
-
-    def _op_search(
-        self, type: LayerType | str, query: str, limit: int
-    ) -> Op[list[tuple[LayerItem, float]]]:
-        layer = parse_layer(type)
-        if not isinstance(query, str):
-            raise InvalidArgument(f"query must be a str, got {query.__class__.__name__}")
-        check_count("limit", limit, 1)
-        words = fts.tokenize(query)
-        if not words:
-            return []
-        now, policy = self._memory.now(), self._memory.config.tier_policy
-        if layer is LayerType.WORKING:
-            return self._working.search(words, limit, now, policy)
-        nothing: list[tuple[RowMapping, float]] = []
-        hits = self._read(
-            lambda conn, pk: layer_store.search_items(
-                conn, pk, layer.value, words, limit, now, policy
-            ),
-            nothing,
-            write=True,
-        )
-        return [(to_item(self.scope, row), score) for row, score in hits]
-        yield  # pragma: no cover
 
     def search(self, type: LayerType | str, query: str, limit: int = 10) -> list[LayerHit]:
         """Items of a layer matching any word of ``query``, best first; each hit
@@ -245,111 +180,136 @@ class LayeredMemory(CompactionMixin):
         Raises:
             InvalidArgument: unknown layer, a query that is not a str, limit < 1.
         """
-        hits = self._memory._run(self._op_search(type, query, limit))
-        return [LayerHit(item=item, score=score) for item, score in hits]
+        return run(layer_ops.search(self._state, type, query, limit))
 
     async def asearch(self, type: LayerType | str, query: str, limit: int = 10) -> list[LayerHit]:
         """Async :meth:`search`."""
-        hits = await self._memory._arun(self._op_search(type, query, limit))
-        return [LayerHit(item=item, score=score) for item, score in hits]
+        return await arun(layer_ops.search(self._state, type, query, limit))
 
     def match_rules(self, situation: str, limit: int = 5) -> list[Rule]:
         """The procedural rules whose condition or action best matches
         ``situation``, best first, with their scores; each is an access."""
-        hits = self._memory._run(self._op_search(LayerType.PROCEDURAL, situation, limit))
-        return [to_rule(item, score) for item, score in hits]
+        return run(layer_ops.match_rules(self._state, situation, limit))
 
     async def amatch_rules(self, situation: str, limit: int = 5) -> list[Rule]:
         """Async :meth:`match_rules`."""
-        hits = await self._memory._arun(self._op_search(LayerType.PROCEDURAL, situation, limit))
-        return [to_rule(item, score) for item, score in hits]
-
-    def _op_recent(self, type: LayerType | str, n: int) -> Op[list[LayerItem]]:
-        layer = parse_layer(type)
-        check_count("n", n, 0)
-        if layer is LayerType.WORKING:
-            return self._working.recent(n)
-        nothing: list[RowMapping] = []
-        now, policy = self._memory.now(), self._memory.config.tier_policy
-        rows = self._read(
-            lambda conn, pk: layer_store.recent_items(conn, pk, layer.value, n, now, policy),
-            nothing,
-        )
-        return [to_item(self.scope, row) for row in rows]
-        yield  # pragma: no cover
+        return await arun(layer_ops.match_rules(self._state, situation, limit))
 
     def recent(self, type: LayerType | str, n: int = 10) -> list[LayerItem]:
         """The ``n`` newest items of a layer that are not expired, oldest first (not
         counted as access)."""
-        return self._memory._run(self._op_recent(type, n))
+        return run(layer_ops.recent(self._state, type, n))
 
     async def arecent(self, type: LayerType | str, n: int = 10) -> list[LayerItem]:
         """Async :meth:`recent`."""
-        return await self._memory._arun(self._op_recent(type, n))
-
-    def _op_recall(self, key: str) -> Op[KnowledgeEntry | None]:
-        checked, now, policy = check_key(key), self._memory.now(), self._memory.config.tier_policy
-        row = self._read(
-            lambda conn, pk: layer_store.recall_fact(conn, pk, checked, now, policy),
-            None,
-            write=True,
-        )
-        return None if row is None else to_knowledge(to_item(self.scope, row))
-        yield  # pragma: no cover
+        return await arun(layer_ops.recent(self._state, type, n))
 
     def recall(self, key: str) -> KnowledgeEntry | None:
         """The semantic fact stored under ``key`` (an access), or ``None`` when there is
         none or it is expired (an expired fact is not revived by asking for it)."""
-        return self._memory._run(self._op_recall(key))
+        return run(layer_ops.recall(self._state, key))
 
     async def arecall(self, key: str) -> KnowledgeEntry | None:
         """Async :meth:`recall`."""
-        return await self._memory._arun(self._op_recall(key))
-
-    def _op_stats(self) -> Op[LayerStats]:
-        working = self._working.snapshot()
-        totals = self._totals()
-        working_bytes = sum(
-            len(item.content.encode()) + len(serialize_metadata(item.metadata).encode())
-            for item in working
-        )
-        return LayerStats(
-            working_memory_tokens=sum(item.token_count for item in working),
-            episodic_entry_count=totals.get(LayerType.EPISODIC.value, (0, 0))[0],
-            semantic_entry_count=totals.get(LayerType.SEMANTIC.value, (0, 0))[0],
-            procedural_rule_count=totals.get(LayerType.PROCEDURAL.value, (0, 0))[0],
-            total_storage_bytes=working_bytes + sum(size for _, size in totals.values()),
-        )
-        yield  # pragma: no cover
+        return await arun(layer_ops.recall(self._state, key))
 
     def get_stats(self) -> LayerStats:
         """Sizes of the scope's layers; working tokens are counted with tiktoken.
         Expired items are counted until ``prune_expired`` deletes them."""
-        return self._memory._run(self._op_stats())
+        return run(layer_ops.stats(self._state))
 
     async def aget_stats(self) -> LayerStats:
         """Async :meth:`get_stats`."""
-        return await self._memory._arun(self._op_stats())
+        return await arun(layer_ops.stats(self._state))
 
     # ------------------------------------------------------------------ clearing
 
-    def _op_clear(self, type: LayerType | str | None) -> Op[int]:
-        layer = None if type is None else parse_layer(type)
-        removed = 0
-        if layer is None or layer is LayerType.WORKING:
-            removed += self._working.clear()
-        if layer is not LayerType.WORKING:
-            value = None if layer is None else layer.value
-            removed += self._read(
-                lambda conn, pk: layer_store.clear_items(conn, pk, value), 0, write=True
-            )
-        return removed
-        yield  # pragma: no cover
-
     def clear(self, type: LayerType | str | None = None) -> int:
         """Delete every item of one layer (or of all); returns how many went."""
-        return self._memory._run(self._op_clear(type))
+        return run(layer_ops.clear(self._state, type))
 
     async def aclear(self, type: LayerType | str | None = None) -> int:
         """Async :meth:`clear`."""
-        return await self._memory._arun(self._op_clear(type))
+        return await arun(layer_ops.clear(self._state, type))
+
+    def compact(
+        self, type: LayerType | str, keep_last: int = 10, summarize_older: bool = True
+    ) -> LayerCompaction:
+        """Keep the newest ``keep_last`` items of a layer and fold the older ones.
+
+        Working and episodic memory summarize the older items into one summary
+        item (through the memory's summarizer, or the heuristic summary when
+        none is set) that takes the oldest one's place; with
+        ``summarize_older=False`` the older items are dropped. Procedural
+        memory keeps the newest ``keep_last`` rules. Semantic memory is left
+        alone (facts are replaced by key, never summarized). At most
+        ``max_summarizer_input_tokens`` go to one summarizer call; larger
+        backlogs are folded in several calls.
+
+        The model is called outside any transaction, and the items are replaced
+        only if they are unchanged when it answers: if it fails, nothing is
+        deleted.
+
+        Raises:
+            SummarizationError: the summarizer failed (and no heuristic fallback
+                is configured) or its summary is not shorter than the items.
+            CompressionConflict: the items changed while the summarizer ran.
+        """
+        return run(compact_ops.compact(self._state, type, keep_last, summarize_older))
+
+    async def acompact(
+        self, type: LayerType | str, keep_last: int = 10, summarize_older: bool = True
+    ) -> LayerCompaction:
+        """Async :meth:`compact`."""
+        return await arun(compact_ops.compact(self._state, type, keep_last, summarize_older))
+
+
+class LayerRegistry:
+    """The :class:`LayeredMemory` of each scope of one memory, made on first use.
+
+    A ``ConversationMemory`` holds one, so every caller in the process that asks
+    for a scope shares its working memory. Safe to use from several threads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scopes: dict[str, LayeredMemory] = {}
+        _REGISTRIES.add(self)
+
+    def after_fork(self) -> None:
+        """Take a new lock in a forked child; the scopes stay."""
+        self._lock = threading.Lock()
+
+    def get(
+        self, context: MemoryContext, scope: str, max_working_entries: int | None = None
+    ) -> LayeredMemory:
+        """The :class:`LayeredMemory` of ``scope`` (made with ``context`` on first use;
+        ``max_working_entries`` resizes an existing one).
+
+        Raises:
+            InvalidArgument: a bad scope name or ``max_working_entries``.
+        """
+        validate_scope(scope)
+        with self._lock:
+            layered = self._scopes.get(scope)
+            if layered is None:
+                layered = LayeredMemory(context, scope, max_working_entries=max_working_entries)
+                self._scopes[scope] = layered
+            elif max_working_entries is not None:
+                layered.max_working_entries = max_working_entries
+            return layered
+
+
+#: Every registry, so that a forked child can give each a new lock.
+_REGISTRIES: weakref.WeakSet[LayerRegistry] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    """In a forked child, each registry keeps its scopes but gets a new lock: a thread
+    of the parent may have held the old one at the fork, and no thread of the child
+    would ever release it."""
+    for registry in list(_REGISTRIES):
+        registry.after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

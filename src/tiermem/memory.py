@@ -1,88 +1,71 @@
-"""``ConversationMemory``: the public entry point (configuration, writing,
-clearing, export and import).
+"""``ConversationMemory``: the public entry point, a thin facade.
 
-Reads live in :mod:`tiermem.reading`, compression in :mod:`tiermem.compressor`,
-tiers and pruning in :mod:`tiermem.lifecycle`; the operation runner that makes
-each method's sync and async twin share one body is in :mod:`tiermem._ops`.
+Each public method is one line over an operation of :mod:`tiermem._ops`
+(writing, reading, compression, tiers, transfer), run by the sync driver
+:func:`~tiermem._core.runner.run`; its ``a``-prefixed async twin runs the same
+operation with :func:`~tiermem._core.runner.arun`. The state the operations
+share is one :class:`~tiermem._core.context.MemoryContext`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from sqlalchemy.engine import Connection, Engine
+from langchain_core.messages import BaseMessage
 
 from . import signals
-from ._compression.policy import Summarizer, SummarizerLike
-from ._core import failpoints as _failpoints
-from ._core.messages import (
-    check_entry_size,
-    check_message_id,
-    classify,
-    clear_cache,
-    remember,
-    render_text,
-    serialize,
-    serialize_metadata,
-    validate_session_id,
-)
+from ._compression.policy import SummarizerLike
+from ._compression.summarizer import Summarizer
+from ._core.clock import utc_now
+from ._core.context import MemoryContext
+from ._core.messages import clear_cache, validate_session_id
 from ._core.render import SUMMARY_HEADER
-from ._core.runner import Emit, Op
-from ._ops.compress import CompressionMixin, Planned
-from ._ops.read import MessageWindow, ReadingMixin
-from ._ops.tiers import LifecycleMixin
-from ._ops.transfer import SessionState, export_state, import_state
-from ._storage import store
-from ._storage.database import Database, utc_now
-from .errors import (
-    BudgetExceeded,
-    ContextReadFailed,
-    InvalidArgument,
-    InvalidContent,
-    SessionNotFound,
-    TiermemError,
-)
-from .layers import LayeredMemory, layered_memory
+from ._core.runner import arun, run
+from ._ops import compress as compressing
+from ._ops import read, tiers, transfer, write
+from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
+from ._storage.database import Database
+from .errors import InvalidArgument
+from .layers import LayeredMemory, LayerRegistry
+from .state import SessionState
+from .tiers import MemoryTier
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .types import (
+    CompressionResult,
     MemoryConfig,
     MemoryEntry,
+    MemorySummary,
+    SearchHit,
+    SessionInfo,
+    SessionStats,
+    TierStats,
 )
 
 if TYPE_CHECKING:  # the deprecated base class is imported lazily at run time
+    from sqlalchemy.engine import Engine
+
     from .history import TieredChatMessageHistory
 
 __all__ = ["ConversationMemory"]
 
 
-logger = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
+class ConversationMemory:
     """Tiered, token-aware conversation memory on SQLite or PostgreSQL.
 
     Args:
-        url: SQLAlchemy URL; ``None`` is ``sqlite:///tiermem.db`` in the working
-            directory, created on first use.
+        url: SQLAlchemy URL; ``None`` is ``sqlite:///tiermem.db``, created on first use.
         engine: an existing SQLAlchemy engine instead of ``url``.
         project: namespace of the sessions (and of tier statistics).
         config: budgets and compression settings.
         summarizer: a chat model, Runnable or callable used to compress; without
-            one the seed's heuristic summary is used.
+            one a heuristic summary (quotes of the entries) is used.
         model: a model name whose tiktoken encoding counts tokens.
         encoding: a tiktoken encoding name (default ``cl100k_base``); a name
             tiktoken does not register raises ``InvalidArgument``.
-        clock: a callable returning an aware datetime within the years 1000-8999
-            (tests inject one); any other value makes operations raise
-            ``InvalidArgument`` before they touch the database.
+        clock: returns an aware datetime within the years 1000-8999 (tests inject one).
         lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
 
     Raises:
@@ -103,35 +86,61 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         clock: Callable[[], datetime] | None = None,
         lock_timeout: float = 30.0,
     ) -> None:
-        self.project = validate_session_id(project, "project")
+        project = validate_session_id(project, "project")
         if config is not None and not isinstance(config, MemoryConfig):
             raise InvalidArgument("config must be a MemoryConfig")
-        self.config = config or MemoryConfig()
-        self.counter = TokenCounter(model=model, encoding=encoding)
+        counter = TokenCounter(model=model, encoding=encoding)
         # Without an injected clock, PostgreSQL stamps accesses with its own now().
-        self._db = Database(
+        database = Database(
             url, engine=engine, lock_timeout=lock_timeout, server_time=clock is None
         )
-        self._summarizer: Summarizer | None = None
+        self._context = MemoryContext(
+            project=project,
+            database=database,
+            config=config or MemoryConfig(),
+            counter=counter,
+            clock=clock or utc_now,
+            summarizer=None,
+            owner=self,
+            frame_tokens=MESSAGE_OVERHEAD + counter.count_text("system " + SUMMARY_HEADER),
+        )
         self.set_summarizer(summarizer)
-        self._clock = clock or utc_now
-        self._receivers: list[tuple[str, Callable[..., Any]]] = []
-        self._reset_background()
-        self._frame_tokens = MESSAGE_OVERHEAD + self.counter.count_text("system " + SUMMARY_HEADER)
+        self._layers = LayerRegistry()
 
-    # ------------------------------------------------------------------ plumbing
+    @property
+    def project(self) -> str:
+        """The namespace of this memory's sessions."""
+        return self._context.project
+
+    @property
+    def config(self) -> MemoryConfig:
+        """Budgets and compression settings (change them with :meth:`update_config`)."""
+        return self._context.config
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter."""
+        return self._context.counter
+
+    def now(self) -> datetime:
+        """The memory's clock, in UTC (``InvalidArgument`` for a bad clock value)."""
+        return self._context.now()
+
+    @property
+    def context(self) -> MemoryContext:
+        """The state this memory's operations share (for extensions and the
+        command line, which run operations of :mod:`tiermem._ops` on it)."""
+        return self._context
 
     @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine."""
-        return self._db.engine
+        return self._context.database.engine
 
     @property
     def database(self) -> Database:
         """The engine with tiermem's transaction discipline (for extensions)."""
-        return self._db
-
-    # ------------------------------------------------------------------ configuration
+        return self._context.database
 
     def set_summarizer(self, summarizer: SummarizerLike | None) -> None:
         """Use ``summarizer`` (chat model, Runnable or callable) from now on;
@@ -142,19 +151,18 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             and not hasattr(summarizer, "invoke")
         ):
             raise InvalidArgument("summarizer must be a chat model, Runnable or callable")
-        self._summarizer = Summarizer(summarizer) if summarizer is not None else None
+        self._context.summarizer = Summarizer(summarizer) if summarizer is not None else None
 
     def update_config(self, **changes: Any) -> MemoryConfig:
         """Change configuration fields (validated); returns the new config."""
-        self.config = self.config.replace(**changes)
-        return self.config
+        self._context.config = self._context.config.replace(**changes)
+        return self._context.config
 
     def on(self, name: str, receiver: Callable[..., Any]) -> Callable[[], None]:
         """Connect ``receiver`` to signal ``name`` for this instance only, holding it
         strongly (a lambda works). Returns a callable that disconnects it."""
         sig = signals.signal(name)
         sig.connect(receiver, sender=self, weak=False)
-        self._receivers.append((name, receiver))
 
         def disconnect() -> None:
             sig.disconnect(receiver, sender=self)
@@ -172,24 +180,14 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         self, scope: str = "default", *, max_working_entries: int | None = None
     ) -> LayeredMemory:
         """The working, episodic, semantic and procedural memory of ``scope`` (one
-        :class:`~tiermem.layers.LayeredMemory` per scope, shared in this process).
-
-        Args:
-            max_working_entries: how many working items are kept (default 50).
-
-        Raises:
-            InvalidArgument: for a bad scope name.
-        """
-        return layered_memory(self, scope, max_working_entries=max_working_entries)
+        per scope, shared in this process); ``max_working_entries`` defaults to 50."""
+        return self._layers.get(self._context, scope, max_working_entries)
 
     def close(self) -> None:
         """Drain background compression, release the connection pool and empty the
-        parse cache of stored messages (it is shared by the process, keyed by their
-        JSON: other open memories parse what they read next again)."""
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.shutdown(wait=True)
-        self._db.dispose()
+        process's parse cache of stored messages."""
+        self._context.background.drain()
+        self._context.database.dispose()
         clear_cache()
 
     async def aclose(self) -> None:
@@ -208,149 +206,23 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    # ------------------------------------------------------------------ writing
-
-    def _prepare(
-        self,
-        message: BaseMessage,
-        *,
-        pinned: bool = False,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> store.NewEntry:
-        """Validate, serialize and count a message before any transaction opens."""
-        message_json = serialize(message, max_chars=self.config.max_entry_chars)
-        check_message_id(message)
-        metadata_json = serialize_metadata(metadata or {})
-        check_entry_size(message_json, metadata_json, self.config.max_entry_chars)
-        remember(message_json, message)  # the turn reads it straight back
-        entry_type, role = classify(message)
-        return store.NewEntry(
-            message=message,
-            type=entry_type,
-            role=role,
-            content=render_text(message),
-            message_json=message_json,
-            token_count=self.counter.count_message(message),
-            pinned=pinned,
-            metadata_json=metadata_json,
-        )
-
-    def _op_append(
-        self, session_id: str, prepared: Sequence[store.NewEntry], *, skip_existing: bool = False
-    ) -> Op[list[MemoryEntry]]:
-        entries, _ = yield from self._op_store(
-            session_id, prepared, skip_existing=skip_existing, with_window=False
-        )
-        return entries
-
-    def _op_store(
-        self,
-        session_id: str,
-        prepared: Sequence[store.NewEntry],
-        *,
-        skip_existing: bool,
-        with_window: bool,
-    ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
-        """Append in one transaction; with ``with_window`` also read what
-        ``get_messages`` shows: in the same transaction when no compression
-        follows, else in the compression's last commit (``None`` when that did not
-        happen: the caller reads after it)."""
-        validate_session_id(session_id)
-        now = self.now()
-
-        def create(conn: Connection) -> store.SessionRow:
-            return self._session(
-                conn, session_id, create=True, now=now, encoding=self.counter.encoding_name
-            )
-
-        def window(conn: Connection, counters: Mapping[str, Any]) -> MessageWindow | None:
-            if not with_window or self._compression_due(counters, now):
-                return None
-            return store.read_message_window(conn, counters)
-
-        def work(
-            conn: Connection,
-        ) -> tuple[
-            list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, str | None
-        ]:
-            todo = list(prepared)
-            if skip_existing and todo:
-                pk = create(conn)["pk"]
-                seen = store.existing_message_ids(
-                    conn, pk, [e.message.id for e in todo if e.message.id]
-                )
-                todo = [e for e in todo if not e.message.id or e.message.id not in seen]
-            if not todo:
-                session = dict(create(conn))
-                woken = store.touch(conn, session, now)
-                return [], session, window(conn, session), None, woken
-            # One UPDATE ... RETURNING allocates the seqs; the session is created
-            # only on its first append.
-            reserved = store.reserve(conn, self.project, session_id, todo, now)
-            if reserved is None:
-                create(conn)
-                reserved = store.reserve(conn, self.project, session_id, todo, now)
-            if reserved is None:  # pragma: no cover - the row was just created
-                raise SessionNotFound(session_id)
-            woken = store.activate(conn, reserved)
-            entries, counters = store.append(conn, reserved, todo, now)
-            if any(entry.pinned for entry in todo):
-                self._check_pinned(store.pinned_tokens(conn, reserved["pk"]))
-            planned = None
-            if self._compression_due(counters, now):
-                # The row is locked already: plan the compression (pick the entries,
-                # take the claim) here rather than in a transaction of its own.
-                planned = self._plan_compression(conn, counters, now)
-            read = window(conn, counters)
-            _failpoints.hit("append.before_commit")
-            return entries, counters, read, planned, woken
-
-        entries, counters, read, planned, woken = self._db.run(work)
-        _failpoints.hit("append.after_commit")
-        yield from self._woken(session_id, woken)
-        if entries:
-            yield Emit([("entry:added", {"session_id": session_id, "entry": e}) for e in entries])
-        sink: list[MessageWindow] | None = [] if with_window and read is None else None
-        yield from self._auto_compress(session_id, counters, sink, planned)
-        if read is None and sink:
-            read = sink[0]
-        return entries, read
-
-    def _check_pinned(self, tokens: int) -> None:
-        """Pinned context is never left out of a context, so it must fit the budget."""
-        if tokens > self.config.max_tokens:
-            raise BudgetExceeded(
-                f"pinned context would take {tokens} tokens, more than "
-                f"max_tokens={self.config.max_tokens}; pin less or raise max_tokens"
-            )
-
     def add_message(
-        self,
-        session_id: str,
-        message: BaseMessage,
-        *,
-        metadata: Mapping[str, Any] | None = None,
+        self, session_id: str, message: BaseMessage, *, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
-        """Store any LangChain message (content blocks, tool calls, ids and
-        ``additional_kwargs`` round-trip exactly).
+        """Store any LangChain message; content blocks, tool calls, ids and
+        ``additional_kwargs`` round-trip exactly.
 
         Raises:
-            InvalidSessionId, StorageError.
-            InvalidContent: for content that cannot be stored exactly, or a message id
-                longer than 255 characters.
-            EntryTooLarge: when the message and ``metadata`` JSON exceed
-                ``max_entry_chars``.
+            InvalidContent: content that cannot be stored exactly, or a long id.
+            EntryTooLarge: message and ``metadata`` JSON over ``max_entry_chars``.
         """
-        return self._run(self._op_append(session_id, [self._prepare(message, metadata=metadata)]))[
-            0
-        ]
+        return run(write.add_message(self._context, session_id, message, metadata))
 
     async def aadd_message(
         self, session_id: str, message: BaseMessage, *, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Async :meth:`add_message`."""
-        prepared = [self._prepare(message, metadata=metadata)]
-        return (await self._arun(self._op_append(session_id, prepared)))[0]
+        return await arun(write.add_message(self._context, session_id, message, metadata))
 
     def add_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
@@ -361,263 +233,330 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             skip_existing: skip messages whose ``id`` is already stored in the
                 session (resuming from a checkpointer never duplicates).
         """
-        return self._run(self._op_add_messages(session_id, list(messages), skip_existing))[0]
+        return run(write.add_messages(self._context, session_id, list(messages), skip_existing))[0]
 
     async def aadd_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[MemoryEntry]:
         """Async :meth:`add_messages`."""
-        op = self._op_add_messages(session_id, list(messages), skip_existing)
-        return (await self._arun(op))[0]
+        op = write.add_messages(self._context, session_id, list(messages), skip_existing)
+        return (await arun(op))[0]
 
     def add_and_get_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[BaseMessage]:
-        """:meth:`add_messages`, then :meth:`get_messages`: a model turn's store and
-        read in one transaction (and one recorded access), unless the messages
-        trigger a compression, which then runs before the context is read.
-
-        Returns:
-            The context the model gets next, exactly as ``get_messages`` returns it.
+        """:meth:`add_messages`, then :meth:`get_messages`, in one transaction
+        (unless a compression runs between them); returns the next context.
 
         Raises:
             ContextReadFailed: the messages were stored, but reading the context
                 after the compression they triggered failed (do not add them again).
         """
-        return self._render(self._run(self._op_turn(session_id, list(messages), skip_existing)))
+        return run(write.add_turn(self._context, session_id, list(messages), skip_existing))
 
     async def aadd_and_get_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[BaseMessage]:
         """Async :meth:`add_and_get_messages`."""
-        op = self._op_turn(session_id, list(messages), skip_existing)
-        return self._render(await self._arun(op))
-
-    def _op_turn(
-        self, session_id: str, messages: list[BaseMessage], skip_existing: bool
-    ) -> Op[MessageWindow]:
-        entries, window = yield from self._op_add_messages(
-            session_id, messages, skip_existing, with_window=True
-        )
-        if window is None:  # a compression ran after the append: read what it left
-            try:
-                window = yield from self._op_message_window(session_id)
-            except TiermemError as exc:
-                # The append committed: a plain error would make the caller add the
-                # messages again.
-                raise ContextReadFailed(
-                    f"the {len(entries)} messages were stored, but reading the context "
-                    f"failed: {exc}; read it with get_messages",
-                    entries=entries,
-                ) from exc
-        return window
-
-    def _op_add_messages(
-        self,
-        session_id: str,
-        messages: list[BaseMessage],
-        skip_existing: bool,
-        *,
-        with_window: bool = False,
-    ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
-        validate_session_id(session_id)
-        ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
-        if skip_existing and ids:
-            # Resuming agents resend their whole state: drop known ids before the
-            # costly serialize-and-count; the append re-checks inside its transaction.
-            seen = self._db.run(
-                lambda conn: store.stored_message_ids(conn, self.project, session_id, ids),
-                write=False,
-            )
-            messages = [m for m in messages if not m.id or m.id not in seen]
-        prepared = [self._prepare(m) for m in messages]
-        return (
-            yield from self._op_store(
-                session_id, prepared, skip_existing=skip_existing, with_window=with_window
-            )
-        )
+        return await arun(write.add_turn(self._context, session_id, list(messages), skip_existing))
 
     def add_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
         """Store a user message; keyword arguments are kept as entry metadata."""
-        return self.add_message(session_id, HumanMessage(content=_text(text)), metadata=metadata)
+        return run(write.add_text(self._context, session_id, "human", text, metadata))
 
     async def aadd_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
         """Async :meth:`add_user_message`."""
-        return await self.aadd_message(
-            session_id, HumanMessage(content=_text(text)), metadata=metadata
-        )
+        return await arun(write.add_text(self._context, session_id, "human", text, metadata))
 
     def add_assistant_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
         """Store an assistant message; keyword arguments are kept as entry metadata."""
-        return self.add_message(session_id, AIMessage(content=_text(text)), metadata=metadata)
+        return run(write.add_text(self._context, session_id, "ai", text, metadata))
 
     async def aadd_assistant_message(
         self, session_id: str, text: str, **metadata: Any
     ) -> MemoryEntry:
         """Async :meth:`add_assistant_message`."""
-        return await self.aadd_message(
-            session_id, AIMessage(content=_text(text)), metadata=metadata
-        )
+        return await arun(write.add_text(self._context, session_id, "ai", text, metadata))
 
     def add_tool_call(
         self, session_id: str, tool_name: str, args: Mapping[str, Any], call_id: str | None = None
     ) -> MemoryEntry:
         """Store an assistant tool call (``call_id`` generated when omitted)."""
-        return self.add_message(session_id, _tool_call(tool_name, args, call_id))
+        return run(write.add_tool_call(self._context, session_id, tool_name, args, call_id))
 
     async def aadd_tool_call(
         self, session_id: str, tool_name: str, args: Mapping[str, Any], call_id: str | None = None
     ) -> MemoryEntry:
         """Async :meth:`add_tool_call`."""
-        return await self.aadd_message(session_id, _tool_call(tool_name, args, call_id))
+        return await arun(write.add_tool_call(self._context, session_id, tool_name, args, call_id))
 
     def add_tool_result(
         self, session_id: str, tool_name: str, output: str, call_id: str | None = None
     ) -> MemoryEntry:
-        """Store a tool result answering the call ``call_id``.
-
-        Without a ``call_id`` (``None`` or ``""``, as :meth:`add_tool_call` generates
-        an id for either) it answers the oldest pending call of ``tool_name``: of
-        that tool's unanswered calls, the one made first, whatever the ids are.
+        """Store a tool result answering ``call_id`` or, without one (``None`` or
+        ``""``), the oldest unanswered call of ``tool_name``.
 
         Raises:
             InvalidContent: if no such call is pending, or ``call_id`` is not a str.
         """
-        return self._run(self._op_tool_result(session_id, tool_name, output, call_id))
+        return run(write.add_tool_result(self._context, session_id, tool_name, output, call_id))
 
     async def aadd_tool_result(
         self, session_id: str, tool_name: str, output: str, call_id: str | None = None
     ) -> MemoryEntry:
         """Async :meth:`add_tool_result`."""
-        return await self._arun(self._op_tool_result(session_id, tool_name, output, call_id))
-
-    def _op_tool_result(
-        self, session_id: str, tool_name: str, output: str, call_id: str | None
-    ) -> Op[MemoryEntry]:
-        validate_session_id(session_id)
-        _text(tool_name)
-        _text(output)
-        if call_id is not None and not isinstance(call_id, str):
-            raise InvalidContent(f"call_id must be a str or None, got {type(call_id).__name__}")
-        if not call_id:
-            call_id = yield from self._op_pending_call(session_id, tool_name)
-        prepared = [self._prepare(_tool_result(tool_name, output, call_id))]
-        return (yield from self._op_append(session_id, prepared))[0]
-
-    def _op_pending_call(self, session_id: str, tool_name: str) -> Op[str]:
-        validate_session_id(session_id)
-
-        def work(conn: Connection) -> str:
-            try:
-                session = self._session(conn, session_id, lock=False)
-            except SessionNotFound:
-                session = None
-            pending: dict[str, str] = (
-                json.loads(session["pending_calls"]) if session is not None else {}
-            )
-            # pending_calls keeps the calls in the order they were made.
-            for call_id, name in pending.items():
-                if name == tool_name:
-                    return call_id
-            raise InvalidContent(f"no pending call of tool {tool_name!r} in {session_id!r}")
-
-        return self._db.run(work, write=False)
-        yield  # pragma: no cover - makes this a generator
+        op = write.add_tool_result(self._context, session_id, tool_name, output, call_id)
+        return await arun(op)
 
     def add_context(
         self, session_id: str, content: str, source: str, pinned: bool = False
     ) -> MemoryEntry:
-        """Store context (a system message from ``source``); pinned context is
-        never compressed nor left out of a context.
-
-        Raises:
-            BudgetExceeded: pinned, it would make the session's pinned context
-                larger than ``max_tokens`` (nothing is written).
-        """
-        message = SystemMessage(content=_text(content), additional_kwargs={"source": source})
-        return self._run(self._op_append(session_id, [self._context(message, pinned, source)]))[0]
+        """Store context (a system message from ``source``); pinned context is never
+        compressed nor left out (``BudgetExceeded`` if pins would pass ``max_tokens``)."""
+        return run(write.add_context(self._context, session_id, content, source, pinned))
 
     async def aadd_context(
         self, session_id: str, content: str, source: str, pinned: bool = False
     ) -> MemoryEntry:
         """Async :meth:`add_context`."""
-        message = SystemMessage(content=_text(content), additional_kwargs={"source": source})
-        return (
-            await self._arun(self._op_append(session_id, [self._context(message, pinned, source)]))
-        )[0]
-
-    def _context(self, message: BaseMessage, pinned: bool, source: str) -> store.NewEntry:
-        prepared = self._prepare(message, pinned=pinned, metadata={"source": source})
-        return store.NewEntry(**{**_fields(prepared), "type": prepared.type.CONTEXT})
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def _op_clear(self, session_id: str) -> Op[int]:
-        validate_session_id(session_id)
-
-        def work(conn: Connection) -> int:
-            try:
-                session = self._session(conn, session_id)
-            except SessionNotFound:
-                return -1
-            store.delete_sessions(conn, [session["pk"]])
-            return int(session["entry_count"])
-
-        removed = self._db.run(work)
-        if removed >= 0:
-            yield Emit(
-                [("session:cleared", {"session_id": session_id, "entries_removed": removed})]
-            )
-        return max(removed, 0)
+        return await arun(write.add_context(self._context, session_id, content, source, pinned))
 
     def clear_session(self, session_id: str) -> int:
         """Delete a session with its entries and summaries; returns the number of
         entries removed (0 for an unknown session)."""
-        return self._run(self._op_clear(session_id))
+        return run(write.clear(self._context, session_id))
 
     async def aclear_session(self, session_id: str) -> int:
         """Async :meth:`clear_session`."""
-        return await self._arun(self._op_clear(session_id))
+        return await arun(write.clear(self._context, session_id))
 
-    def _op_export(self, session_id: str) -> Op[SessionState]:
-        validate_session_id(session_id)
+    def get_messages(self, session_id: str) -> list[BaseMessage]:
+        """The context for a model: the summaries as one system message, then the
+        active entries in order. It never holds more than ``max_tokens``: when
+        compression is behind, the oldest unpinned entries that do not fit are left
+        out (still stored) and the first system message says how many.
 
-        def work(conn: Connection) -> SessionState:
-            session = self._session(conn, session_id, lock=False)
-            return export_state(
-                session,
-                self._all(conn, session),
-                store.read_summaries(conn, session, top_only=False),
-            )
+        Raises:
+            BudgetExceeded: pinned context alone is over ``max_tokens`` (lowered
+                since it was pinned).
+        """
+        return run(read.messages(self._context, session_id))
 
-        # Several statements: one snapshot, or a compression committing between them
-        # would give summaries and entries of two different states.
-        return self._db.run(work, write=False, snapshot=True)
-        yield  # pragma: no cover
+    async def aget_messages(self, session_id: str) -> list[BaseMessage]:
+        """Async :meth:`get_messages`."""
+        return await arun(read.messages(self._context, session_id))
+
+    def get_context_for_llm(self, session_id: str) -> str:
+        """The context as text: "=== Previous Conversation Summaries ===" with
+        time ranges, then "=== Recent Conversation ===", within ``max_tokens`` by
+        :meth:`TokenCounter.count_text` (cut as :meth:`get_messages` is)."""
+        return run(read.context_text(self._context, session_id))
+
+    async def aget_context_for_llm(self, session_id: str) -> str:
+        """Async :meth:`get_context_for_llm`."""
+        return await arun(read.context_text(self._context, session_id))
+
+    def get_active_entries(self, session_id: str) -> list[MemoryEntry]:
+        """Entries not covered by a summary, in order."""
+        return run(read.entries(self._context, session_id, include_compressed=False))
+
+    async def aget_active_entries(self, session_id: str) -> list[MemoryEntry]:
+        """Async :meth:`get_active_entries`."""
+        return await arun(read.entries(self._context, session_id, include_compressed=False))
+
+    def get_entries(self, session_id: str, include_compressed: bool = True) -> list[MemoryEntry]:
+        """Every entry of a session in order (or only the active ones)."""
+        return run(read.entries(self._context, session_id, include_compressed))
+
+    async def aget_entries(
+        self, session_id: str, include_compressed: bool = True
+    ) -> list[MemoryEntry]:
+        """Async :meth:`get_entries`."""
+        return await arun(read.entries(self._context, session_id, include_compressed))
+
+    def get_summaries(self, session_id: str) -> list[MemorySummary]:
+        """The top-level summaries of a session, oldest first."""
+        return run(read.summaries(self._context, session_id))
+
+    async def aget_summaries(self, session_id: str) -> list[MemorySummary]:
+        """Async :meth:`get_summaries`."""
+        return await arun(read.summaries(self._context, session_id))
+
+    def get_stats(self, session_id: str) -> SessionStats:
+        """Counters of a session (from its row, no scan); not an access.
+        ``SessionNotFound`` for an unknown session."""
+        return run(read.stats(self._context, session_id))
+
+    async def aget_stats(self, session_id: str) -> SessionStats:
+        """Async :meth:`get_stats`."""
+        return await arun(read.stats(self._context, session_id))
+
+    def list_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
+        """Sessions of this project, most recently accessed first; not an access."""
+        return run(read.list_sessions(self._context, limit, offset))
+
+    async def alist_sessions(self, limit: int | None = None, offset: int = 0) -> list[SessionInfo]:
+        """Async :meth:`list_sessions`."""
+        return await arun(read.list_sessions(self._context, limit, offset))
+
+    def expand_summary(self, summary_id: int) -> list[MemoryEntry]:
+        """The original entries a summary covers, in order (merged summaries expand to
+        every original below them); not an access. ``SessionNotFound`` if none."""
+        return run(read.expand_summary(self._context, summary_id))
+
+    async def aexpand_summary(self, summary_id: int) -> list[MemoryEntry]:
+        """Async :meth:`expand_summary`."""
+        return await arun(read.expand_summary(self._context, summary_id))
+
+    def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:
+        """Full-text search over conversation entries, compressed originals included,
+        best first; not an access of the sessions searched or found."""
+        return run(read.search(self._context, query, session_id, limit))
+
+    async def asearch(
+        self, query: str, session_id: str | None = None, limit: int = 10
+    ) -> list[SearchHit]:
+        """Async :meth:`search`."""
+        return await arun(read.search(self._context, query, session_id, limit))
+
+    def compress(
+        self, session_id: str, force: bool = False, *, keep: int | None = None
+    ) -> CompressionResult | None:
+        """Summarize the oldest active entries now (without ``force``, only when the
+        session is over ``max_tokens`` or ``max_entries``); ``keep`` overrides
+        ``recent_window``. Returns ``None`` when there is nothing to compress; once a
+        round committed, a later round's failure is logged, not raised.
+
+        Raises:
+            SummarizationError: the summarizer failed; every entry stays active.
+            CompressionInProgress: another worker holds the session's claim.
+            CompressionConflict: the entries changed while the model ran.
+        """
+        return run(compressing.compress(self._context, session_id, force=force, keep=keep))
+
+    async def acompress(
+        self, session_id: str, force: bool = False, *, keep: int | None = None
+    ) -> CompressionResult | None:
+        """Async :meth:`compress`."""
+        return await arun(compressing.compress(self._context, session_id, force=force, keep=keep))
+
+    def track_access(self, session_id: str) -> SessionInfo:
+        """Record an access without reading: ``last_accessed`` becomes now,
+        ``access_count`` grows and the tier becomes ACTIVE (``tier_changed`` if it
+        was another). Returns the session as stored after the access.
+
+        Raises:
+            InvalidSessionId: for a malformed id.
+            SessionNotFound: for an unknown session (or one pruned meanwhile).
+        """
+        return run(tiers.track(self._context, session_id))
+
+    async def atrack_access(self, session_id: str) -> SessionInfo:
+        """Async :meth:`track_access`."""
+        return await arun(tiers.track(self._context, session_id))
+
+    def recalculate_tiers(
+        self,
+        project: str | None = None,
+        *,
+        batch_size: int = DEFAULT_RECALC_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Store the tier every session and stored layer item of a project has by its
+        ``last_accessed``: set-based ``UPDATE`` statements over id ranges of
+        ``batch_size``, one transaction each, ``tier_changed`` sent once per new tier
+        after each session batch; future accesses are clamped to now first.
+
+        Args:
+            project: the project to refresh (default: this memory's).
+            batch_size: sessions (a pk range) or items (an id range) per transaction.
+            progress: called as ``progress(done, total)`` after each batch.
+
+        Returns:
+            The number of sessions and layer items whose stored tier changed.
+        """
+        return run(tiers.recalculate(self._context, project, batch_size, progress))
+
+    async def arecalculate_tiers(
+        self,
+        project: str | None = None,
+        *,
+        batch_size: int = DEFAULT_RECALC_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Async :meth:`recalculate_tiers`."""
+        return await arun(tiers.recalculate(self._context, project, batch_size, progress))
+
+    def get_tier_stats(self, project: str | None = None) -> TierStats:
+        """How many sessions, and how many stored layer items, of a project are in
+        each tier, by their current ``last_accessed`` (no need to run
+        :meth:`recalculate_tiers` first).
+
+        Args:
+            project: the project to count (default: this memory's).
+        """
+        return run(tiers.tier_stats(self._context, project))
+
+    async def aget_tier_stats(self, project: str | None = None) -> TierStats:
+        """Async :meth:`get_tier_stats`."""
+        return await arun(tiers.tier_stats(self._context, project))
+
+    def least_recently_used(self, tier: MemoryTier | str, limit: int = 10) -> list[SessionInfo]:
+        """The sessions of this project in ``tier`` (by their current
+        ``last_accessed``), least recently accessed first. Not an access."""
+        return run(tiers.lru(self._context, tier, limit))
+
+    async def aleast_recently_used(
+        self, tier: MemoryTier | str, limit: int = 10
+    ) -> list[SessionInfo]:
+        """Async :meth:`least_recently_used`."""
+        return await arun(tiers.lru(self._context, tier, limit))
+
+    def prune_expired(
+        self,
+        limit: int | None = None,
+        dry_run: bool = False,
+        *,
+        batch_size: int = DEFAULT_PRUNE_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Delete this project's expired sessions (with their entries and summaries),
+        then its expired layer items; idempotent.
+
+        Expired means the *current* ``last_accessed``, re-checked by the ``DELETE``,
+        is strictly older than ``expired_after``: an access that commits first saves
+        it. Oldest first, ``batch_size`` per transaction, ``pruned`` sent after each.
+
+        Args:
+            limit: at most this many sessions and items, sessions first (``None``: all).
+            dry_run: only count what would be deleted.
+            batch_size: sessions or items per transaction.
+            progress: called as ``progress(done, total)`` after each batch.
+
+        Returns:
+            The number deleted (or, with ``dry_run``, that would be).
+        """
+        return run(tiers.prune(self._context, limit, dry_run, batch_size, progress))
+
+    async def aprune_expired(
+        self,
+        limit: int | None = None,
+        dry_run: bool = False,
+        *,
+        batch_size: int = DEFAULT_PRUNE_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Async :meth:`prune_expired`."""
+        return await arun(tiers.prune(self._context, limit, dry_run, batch_size, progress))
 
     def export_session(self, session_id: str) -> SessionState:
         """A deterministic, JSON round-trippable snapshot of a session; not an access.
-
-        Raises:
-            SessionNotFound: for an unknown session.
-        """
-        return self._run(self._op_export(session_id))
+        ``SessionNotFound`` for an unknown session."""
+        return run(transfer.export_session(self._context, session_id))
 
     async def aexport_session(self, session_id: str) -> SessionState:
         """Async :meth:`export_session`."""
-        return await self._arun(self._op_export(session_id))
-
-    def _op_import(
-        self, state: SessionState | str | bytes, overwrite: bool, session_id: str | None
-    ) -> Op[str]:
-        plan = import_state(
-            state, self.counter, session_id=session_id, max_entry_chars=self.config.max_entry_chars
-        )
-        now = self.now()
-        target = plan.session_id
-        self._db.run(lambda conn: plan.write(conn, self.project, overwrite=overwrite, now=now))
-        return target
-        yield  # pragma: no cover
+        return await arun(transfer.export_session(self._context, session_id))
 
     def import_session(
         self,
@@ -627,13 +566,8 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         session_id: str | None = None,
     ) -> str:
         """Store an exported session (a ``SessionState`` or its JSON), validated first
-        and written all-or-nothing. Returns the session id.
-
-        The validation applies the structural rules ``check_invariants`` checks, the
-        entry size limit (``max_entry_chars``), message ids of at most 255 characters,
-        and the ranges both backends store (INTEGER values, UTC times within the years
-        1-9999 with a day to spare). Overwrite imports of one session racing each other
-        (or an append) run one after the other: the later one replaces the earlier.
+        (the doctor's structural rules, ``max_entry_chars``, what both backends can
+        store) and written all-or-nothing. Returns the session id.
 
         Args:
             overwrite: replace an existing session of that id atomically.
@@ -644,7 +578,7 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
             StorageBusy: the session kept being created again by other writers
                 while the import ran (retry later).
         """
-        return self._run(self._op_import(state, overwrite, session_id))
+        return run(transfer.import_session(self._context, state, overwrite, session_id))
 
     async def aimport_session(
         self,
@@ -654,33 +588,4 @@ class ConversationMemory(ReadingMixin, LifecycleMixin, CompressionMixin):
         session_id: str | None = None,
     ) -> str:
         """Async :meth:`import_session`."""
-        return await self._arun(self._op_import(state, overwrite, session_id))
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidContent(f"text must be a str, got {type(value).__name__}")
-    return value
-
-
-def _tool_call(tool_name: str, args: Mapping[str, Any], call_id: str | None) -> AIMessage:
-    if not isinstance(args, Mapping):
-        raise InvalidContent("tool call args must be a mapping")
-    return AIMessage(
-        content="",
-        tool_calls=[
-            {
-                "name": _text(tool_name),
-                "args": dict(args),
-                "id": call_id or f"call_{uuid.uuid4().hex}",
-            }
-        ],
-    )
-
-
-def _tool_result(tool_name: str, output: str, call_id: str) -> ToolMessage:
-    return ToolMessage(content=_text(output), name=_text(tool_name), tool_call_id=call_id)
-
-
-def _fields(entry: store.NewEntry) -> dict[str, Any]:
-    return {name: getattr(entry, name) for name in entry.__slots__}
+        return await arun(transfer.import_session(self._context, state, overwrite, session_id))

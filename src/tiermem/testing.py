@@ -14,17 +14,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field
-from sqlalchemy.engine import Engine
 
 from . import signals
 from .doctor import find_violations
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 __all__ = [
     "FakeSummarizer",

@@ -248,3 +248,32 @@ class SearchHit:
 
     entry: MemoryEntry
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class TierStats:
+    """How many sessions, and how many stored layer items, of a project are in each
+    tier, by their current ``last_accessed``.
+
+    Attributes:
+        total: every session of the project.
+        active: accessed within ``active_within`` (default 1 h), or in the future.
+        recent: older than that, within ``recent_within`` (24 h).
+        archived: older than that, but not more than ``expired_after`` (30 d).
+        expired: last accessed strictly longer ago than ``expired_after`` (30 d).
+        items / active_items / recent_items / archived_items / expired_items: the
+            same for the project's episodic, semantic and procedural items (every
+            scope; working memory is not stored). Expired items are counted until
+            ``prune_expired`` deletes them, though no read returns them.
+    """
+
+    total: int
+    active: int
+    recent: int
+    archived: int
+    expired: int
+    items: int = 0
+    active_items: int = 0
+    recent_items: int = 0
+    archived_items: int = 0
+    expired_items: int = 0

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy.engine import Connection, Engine
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem import doctor as invariants
-from tiermem._storage import store
+from tiermem._storage import checks as invariants
+from tiermem._storage import store, summaries
 from tiermem.testing import FakeSummarizer, check_invariants
 
 from ..conftest import MemoryFactory
@@ -55,7 +55,7 @@ def test_export_is_one_snapshot_while_a_compression_commits(
     _conversation(memory, "s", 6)
     memory.compress("s", force=True, keep=6)
     before = memory.export_session("s").to_json()
-    read_summaries = store.read_summaries
+    read_summaries = summaries.read_summaries
     exporter = threading.current_thread()
     fired: list[bool] = []
 
@@ -65,7 +65,7 @@ def test_export_is_one_snapshot_while_a_compression_commits(
             _in_thread(lambda: worker.compress("s", force=True, keep=2))
         return read_summaries(conn, session, **kwargs)
 
-    monkeypatch.setattr(store, "read_summaries", summaries_after_a_commit)
+    monkeypatch.setattr(summaries, "read_summaries", summaries_after_a_commit)
     exported = memory.export_session("s")
     monkeypatch.undo()
     assert fired, "the export did not read its summaries"
@@ -143,7 +143,9 @@ def test_a_snapshot_transaction_sees_one_state(make_memory: MemoryFactory) -> No
 
     def count(conn: Connection) -> int:
         return len(
-            store.read_entries(conn, memory._session(conn, "s", lock=False), active_only=False)
+            store.read_entries(
+                conn, store.get_session(conn, memory.project, "s", lock=False), active_only=False
+            )
         )
 
     def twice(conn: Connection) -> tuple[int, int]:

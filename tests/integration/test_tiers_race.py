@@ -18,7 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory
-from tiermem._core import failpoints as _failpoints
+from tiermem._storage import failpoints as _failpoints
 from tiermem.errors import SessionNotFound
 from tiermem.testing import ManualClock, SignalRecorder
 

@@ -13,6 +13,8 @@ from sqlalchemy.engine import Engine
 
 from tiermem import MemoryConfig, is_summary_message
 from tiermem._core.messages import SUMMARY_MARKER
+from tiermem._ops import compress as compress_ops
+from tiermem._ops import write as write_ops
 from tiermem._ops.compress import Planned
 from tiermem.errors import ContextReadFailed, InvalidContent, StorageError
 from tiermem.testing import FakeSummarizer, SignalRecorder
@@ -94,14 +96,14 @@ def test_a_failed_append_drops_the_claim_it_took(
     transaction: when that transaction fails, neither its entries nor the claim
     stay, and the next turn compresses at once (no lease to wait out)."""
     memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
-    plan = memory._plan_compression
+    plan = compress_ops.plan_compression
     planned: list[Planned] = []
 
     def plan_then_fail(*args: object, **kwargs: object) -> Planned:
         planned.append(plan(*args, **kwargs))  # type: ignore[arg-type]
         raise sa.exc.OperationalError("INSERT", None, Exception("disk I/O error"))
 
-    monkeypatch.setattr(memory, "_plan_compression", plan_then_fail)
+    monkeypatch.setattr(write_ops, "plan_compression", plan_then_fail)
     turn = 0
     while True:
         try:

@@ -15,9 +15,10 @@ import sqlalchemy as sa
 from langchain_core.messages import AIMessage, HumanMessage
 
 from tiermem import ConversationMemory, MemoryConfig, TierPolicy
+from tiermem._core.clock import as_utc
+from tiermem._core.context import EARLIEST_TIME, LATEST_TIME
 from tiermem._core.messages import MAX_NESTING
-from tiermem._core.runner import EARLIEST_TIME, LATEST_TIME
-from tiermem._storage import store
+from tiermem._storage import summaries
 from tiermem._storage.schema import session_table
 from tiermem.errors import (
     InvalidArgument,
@@ -94,15 +95,15 @@ def test_an_untyped_commit_error_releases_the_claim(
     """Whatever the summary commit raises, typed or not, the claim is released."""
     memory = make_memory(config=MANUAL, summarizer=FakeSummarizer())
     fill(memory, 6)
-    real = store.commit_summary
+    real = summaries.commit_summary
 
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("a bug in the commit")
 
-    monkeypatch.setattr(store, "commit_summary", broken)
+    monkeypatch.setattr(summaries, "commit_summary", broken)
     with pytest.raises(RuntimeError):
         memory.compress("s", force=True)
-    monkeypatch.setattr(store, "commit_summary", real)
+    monkeypatch.setattr(summaries, "commit_summary", real)
     assert memory.compress("s", force=True) is not None
 
 
@@ -117,7 +118,7 @@ def test_an_untyped_error_in_automatic_compression_does_not_fail_the_append(
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("a bug in the commit")
 
-    monkeypatch.setattr(store, "commit_summary", broken)
+    monkeypatch.setattr(summaries, "commit_summary", broken)
     with caplog.at_level(logging.ERROR, logger="tiermem"):
         entry = memory.add_user_message("s", "the sixth message")
     assert entry.seq == 6 and memory.get_stats("s").total_entries == 6
@@ -163,18 +164,18 @@ def test_an_untyped_merge_error_does_not_fail_a_committed_compression(
     fill(memory, 6)
     assert memory.compress("s", force=True) is not None
     fill(memory, 6)
-    real = store.commit_merge
+    real = summaries.commit_merge
 
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("a bug in the merge")
 
-    monkeypatch.setattr(store, "commit_merge", broken)
+    monkeypatch.setattr(summaries, "commit_merge", broken)
     with caplog.at_level(logging.ERROR, logger="tiermem"):
         result = memory.compress("s", force=True)
     assert result is not None and result.entries_compressed > 0
     assert memory.get_stats("s").summaries == 2
     assert any(record.exc_info for record in caplog.records), caplog.text
-    monkeypatch.setattr(store, "commit_merge", real)
+    monkeypatch.setattr(summaries, "commit_merge", real)
     fill(memory, 6)
     assert memory.compress("s", force=True) is not None
     assert memory.get_stats("s").summaries == 1  # merged at last
@@ -228,7 +229,7 @@ def test_backoff_after_thousands_of_failures_does_not_overflow(
             sa.select(session_table.c.failures, session_table.c.backoff_until)
         ).one()
     assert failures >= 1024
-    assert store.as_utc(until) == clock.now + timedelta(seconds=60)
+    assert as_utc(until) == clock.now + timedelta(seconds=60)
     clock.advance(seconds=61)  # past the backoff: the next append compresses and fails
     calls = len(summarizer.calls)
     assert memory.add_user_message("s", "after the weekend").seq == 6

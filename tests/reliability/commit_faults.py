@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from tiermem._core import failpoints as _failpoints
+from tiermem._storage import failpoints as _failpoints
 
 from ..conftest import pg_admin
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem._compression import policy as compression
-from tiermem._compression.policy import Summarizer
+from tiermem._compression import summarizer as compression
+from tiermem._compression.summarizer import Summarizer
 from tiermem._core import messages as _messages
 from tiermem.errors import SummarizerTimeout
 from tiermem.testing import FakeSummarizer
@@ -185,8 +185,6 @@ def test_a_child_starts_with_an_empty_parse_cache(store: StoreSpec) -> None:
 def test_a_fork_while_layer_locks_are_held_leaves_the_child_working(store: StoreSpec) -> None:
     """A fork while parent threads hold the layer registry's lock and a working memory's
     lock gives a child whose layers work (no lock the child can never take)."""
-    from tiermem import layers
-
     with open_memory(store, config=BUDGET, summarizer=FakeSummarizer()) as parent:
         working = parent.layers("notes")
         working.append("working", "parent note")
@@ -197,6 +195,6 @@ def test_a_fork_while_layer_locks_are_held_leaves_the_child_working(store: Store
             fresh = parent.layers("other")
             return {"working": len(child_layers.recent("working", 10)), "other": fresh.scope}
 
-        with layers._registry_lock, working._working._lock:
+        with parent._layers._lock, working._state.working._lock:
             report = in_child(child)
     assert report == {"working": 2, "other": "other"}

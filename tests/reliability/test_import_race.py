@@ -54,7 +54,7 @@ def _gate_failpoint(point: str, gate: str) -> None:
     """Make failpoint ``point`` pause as the ``pause`` action does (its ``.hit`` marker in
     ``TIERMEM_FAILPOINT_DIR``), but go on once the file ``gate`` exists instead of
     sleeping until killed."""
-    from tiermem._core import failpoints as _failpoints
+    from tiermem._storage import failpoints as _failpoints
 
     original = _failpoints.hit
 

@@ -168,8 +168,8 @@ def test_postgres_transactions_plan_for_their_parameters(pg_schema: str) -> None
         def mode(conn: sa.Connection) -> str:
             return str(conn.exec_driver_sql("SHOW plan_cache_mode").scalar())
 
-        assert memory._db.run(mode, write=True) == "force_custom_plan"
-        assert memory._db.run(mode, write=False) == "force_custom_plan"
+        assert memory.database.run(mode, write=True) == "force_custom_plan"
+        assert memory.database.run(mode, write=False) == "force_custom_plan"
         with engine.connect() as conn:
             assert mode(conn) == "auto"
     finally:

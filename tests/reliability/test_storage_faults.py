@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig, SessionState
-from tiermem._core import failpoints as _failpoints
+from tiermem._storage import failpoints as _failpoints
 from tiermem.doctor import find_violations
 from tiermem.errors import StorageBusy, StorageError, StorageFull, StorageUnavailable
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder

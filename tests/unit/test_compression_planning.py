@@ -14,14 +14,13 @@ from langchain_core.runnables import RunnableLambda
 
 from tiermem import DEFAULT_SUMMARY_PROMPT, EntryType, MemoryConfig, MemoryEntry
 from tiermem._compression.policy import (
-    Summarizer,
     build_prompt,
+    conversation_lines,
     fit_prompt,
     heuristic_summary,
-    normalize_output,
-    render_conversation,
     select_entries,
 )
+from tiermem._compression.summarizer import Summarizer, normalize_output
 from tiermem._core.messages import classify
 from tiermem.errors import (
     InvalidArgument,
@@ -241,18 +240,20 @@ def test_a_limit_below_the_prompts_own_words_is_refused() -> None:
 def test_conversation_rendering_uses_placeholders() -> None:
     """Tool calls, results and media are rendered as labelled lines; base64 never appears."""
     image = "data:image/png;base64," + "QUJD" * 100
-    text = render_conversation(
-        entries(
-            HumanMessage(
-                content=[
-                    {"type": "text", "text": "see"},
-                    {"type": "image_url", "image_url": {"url": image}},
-                ]
+    text = "\n".join(
+        conversation_lines(
+            entries(
+                HumanMessage(
+                    content=[
+                        {"type": "text", "text": "see"},
+                        {"type": "image_url", "image_url": {"url": image}},
+                    ]
+                ),
+                call("c1"),
+                ToolMessage("boom", tool_call_id="c1", name="t", status="error"),
             ),
-            call("c1"),
-            ToolMessage("boom", tool_call_id="c1", name="t", status="error"),
-        ),
-        ["older summary"],
+            ["older summary"],
+        )
     )
     assert text.splitlines() == [
         "[Earlier summary] older summary",

@@ -13,7 +13,8 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from tiermem import MemoryConfig, TierPolicy
-from tiermem._compression.policy import build_prompt, normalize_output
+from tiermem._compression.policy import build_prompt
+from tiermem._compression.summarizer import normalize_output
 from tiermem._core.messages import MAX_NESTING, check_nesting
 from tiermem.errors import InvalidArgument, InvalidContent, SummarizerOutputInvalid
 from tiermem.tiers import MAX_TIER_AGE

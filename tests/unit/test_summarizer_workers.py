@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tiermem._compression import policy as compression
-from tiermem._compression.policy import MAX_IDLE_WORKERS, MAX_STUCK_CALLS, Summarizer
+from tiermem._compression import summarizer as compression
+from tiermem._compression.summarizer import MAX_IDLE_WORKERS, MAX_STUCK_CALLS, Summarizer
 from tiermem.errors import SummarizerTimeout
 
 CALLS = 300

@@ -1,12 +1,19 @@
-"""The operation runner shared by every public method.
+"""Operations as generators of effects, and the sync and async drivers that run them.
 
-Each public operation is written once, as a generator (``_op_*``) that does
-its database work through ``Database.run`` and yields the two things whose
-sync and async forms differ: sending signals (:class:`Emit`) and calling the
-summarizer (:class:`Summarize`). :meth:`OpRunner._run` drives an operation
-for the sync API; :meth:`OpRunner._arun` drives the same generator for the
-async API, running its database steps on a worker thread and awaiting the
-model and async receivers.
+Each public operation is written once, as a generator that yields the work whose
+sync and async forms differ and returns its result (the shape of psycopg's
+``generators.py`` and ``waiting.py``):
+
+* :class:`Transact`: run a function in one database transaction;
+* :class:`Emit`: send signals, after the commit that produced them;
+* :class:`Summarize`: call the summarizer.
+
+:func:`run` performs each effect in the calling thread for the sync API;
+:func:`arun` awaits each one for the async API (a transaction on a worker thread,
+the model's async call, async receivers), so everything between two effects runs
+on the event loop and only the database waits on a thread. An effect's result is
+sent back into the operation and its error is thrown into it at the ``yield``,
+so an operation handles both as if it had made the call itself.
 """
 
 from __future__ import annotations
@@ -14,143 +21,113 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, TypeVar
-
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import signals
-from .._compression.policy import Summarizer
-from .._storage import store
-from .._storage.database import Database
-from ..errors import InvalidArgument, SummarizerOutputInvalid
-from ..tiers import MemoryTier
-from ..tokens import TokenCounter
-from ..types import MemoryConfig
 
-__all__ = ["EARLIEST_TIME", "LATEST_TIME", "Emit", "Op", "OpRunner", "Summarize"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from .._compression.summarizer import Summarizer
+    from .._storage.database import Database
+
+__all__ = ["Effect", "Emit", "Op", "Summarize", "Transact", "arun", "run", "transact"]
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Emit:
-    """Send these signals (after the commit that produced them)."""
+class Transact:
+    """Run ``work`` in one transaction of ``database`` (see ``Database.run``)."""
 
+    database: Database
+    work: Callable[[Connection], Any]
+    write: bool = True
+    snapshot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Send these signals with ``sender`` as their sender."""
+
+    sender: object
     pending: list[signals.Pending]
 
 
 @dataclass(frozen=True, slots=True)
 class Summarize:
-    """Call the summarizer with this prompt; the answer (or error) is sent back."""
+    """Ask ``summarizer`` to answer ``prompt`` within ``timeout`` seconds."""
 
+    summarizer: Summarizer
     prompt: str
+    timeout: float | None
 
 
-#: The times a clock may return: far enough from the ends of ``datetime`` that
-#: adding the longest duration ``MemoryConfig`` accepts (10 years) or subtracting the
-#: longest tier threshold (100 years) stays in range.
-EARLIEST_TIME = datetime(1000, 1, 1, tzinfo=UTC)
-LATEST_TIME = datetime(9000, 1, 1, tzinfo=UTC)
+Effect = Transact | Emit | Summarize
 
-#: A public operation: yields requests, returns its result.
-Op = Generator[Emit | Summarize, Any, T]
+#: An operation: yields effects, returns its result.
+Op = Generator[Effect, Any, T]
 
 
-class OpRunner:
-    """State and drivers every part of ``ConversationMemory`` shares."""
+def transact(
+    database: Database,
+    work: Callable[[Connection], T],
+    *,
+    write: bool = True,
+    snapshot: bool = False,
+) -> Op[T]:
+    """Yield ``work`` as a transaction and return what it returned (typed)."""
+    result: T = yield Transact(database, work, write, snapshot)
+    return result
 
-    project: str
-    config: MemoryConfig
-    counter: TokenCounter
-    _db: Database
-    _summarizer: Summarizer | None
-    _clock: Callable[[], datetime]
 
-    def now(self) -> datetime:
-        """The memory's clock, checked to be timezone-aware and within
-        ``EARLIEST_TIME``..``LATEST_TIME``, in UTC (SQLite keeps no offset, so every
-        stored time must be UTC to compare correctly).
-
-        Raises:
-            InvalidArgument: for any other value, before the caller runs any SQL.
-        """
-        moment = self._clock()
-        if not isinstance(moment, datetime) or moment.tzinfo is None:
-            raise InvalidArgument("clock must return timezone-aware datetimes")
+def run(op: Op[T]) -> T:
+    """Drive ``op`` to its result, performing each effect synchronously."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
         try:
-            moment = moment.astimezone(UTC)
-        except OverflowError as exc:  # an offset that moves it past year 1 or 9999
-            raise InvalidArgument(f"clock returned {moment!r}, out of range") from exc
-        if not EARLIEST_TIME <= moment < LATEST_TIME:
-            raise InvalidArgument(
-                f"clock returned {moment.isoformat()}; it must be within "
-                f"{EARLIEST_TIME.year}-{LATEST_TIME.year - 1}"
-            )
-        return moment
-
-    def _run(self, op: Op[T]) -> T:
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                request = op.throw(error) if error is not None else op.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value, error = None, None
-            if isinstance(request, Emit):
-                signals.send(self, request.pending)
-                continue
-            try:
-                value = self._require_summarizer().summarize(
-                    request.prompt, self.config.summarizer_timeout
-                )
-            except BaseException as exc:  # handed to the op so it releases its claim
-                error = exc
-
-    async def _arun(self, op: Op[T]) -> T:
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            # StopIteration must not cross into a Future (asyncio cannot set it on
-            # one and the await would hang), so the step reports the end itself.
-            done, request = await asyncio.to_thread(_step, op, value, error)
-            if done:
-                return request  # type: ignore[no-any-return]
-            value, error = None, None
-            if isinstance(request, Emit):
-                await signals.send_async(self, request.pending)
-                continue
-            try:
-                value = await self._require_summarizer().asummarize(
-                    request.prompt, self.config.summarizer_timeout
-                )
-            except BaseException as exc:
-                error = exc
-
-    def _require_summarizer(self) -> Summarizer:
-        if self._summarizer is None:  # ops only yield _Summarize when one is set
-            raise SummarizerOutputInvalid("no summarizer configured")
-        return self._summarizer
-
-    def _session(self, conn: Connection, session_id: str, **kwargs: Any) -> store.SessionRow:
-        return store.get_session(conn, self.project, session_id, **kwargs)
-
-    def _woken(self, session_id: str, previous_tier: str | None) -> Op[None]:
-        """Signal ``tier_changed`` when an access woke a session that was not ACTIVE
-        (``previous_tier`` as :func:`~tiermem.store.activate` returned it)."""
-        if previous_tier is not None and previous_tier != MemoryTier.ACTIVE.value:
-            payload = {
-                "session_ids": (session_id,),
-                "tier": MemoryTier.ACTIVE.value,
-                "project": self.project,
-            }
-            yield Emit([("tier_changed", payload)])
+            effect = op.throw(error) if error is not None else op.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = _perform(effect)
+        except BaseException as exc:  # the operation decides: release, translate, re-raise
+            error = exc
 
 
-def _step(op: Op[Any], value: Any, error: BaseException | None) -> tuple[bool, Any]:
-    """Advance ``op`` once: ``(True, result)`` when it returned, else ``(False, request)``."""
-    try:
-        return False, (op.throw(error) if error is not None else op.send(value))
-    except StopIteration as stop:
-        return True, stop.value
+async def arun(op: Op[T]) -> T:
+    """Drive ``op`` to its result, awaiting each effect."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = op.throw(error) if error is not None else op.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = await _aperform(effect)
+        except BaseException as exc:
+            error = exc
+
+
+def _perform(effect: Effect) -> Any:
+    if isinstance(effect, Transact):
+        return effect.database.run(effect.work, write=effect.write, snapshot=effect.snapshot)
+    if isinstance(effect, Emit):
+        signals.send(effect.sender, effect.pending)
+        return None
+    return effect.summarizer.summarize(effect.prompt, effect.timeout)
+
+
+async def _aperform(effect: Effect) -> Any:
+    if isinstance(effect, Transact):
+        return await asyncio.to_thread(
+            effect.database.run, effect.work, write=effect.write, snapshot=effect.snapshot
+        )
+    if isinstance(effect, Emit):
+        await signals.send_async(effect.sender, effect.pending)
+        return None
+    return await effect.summarizer.asummarize(effect.prompt, effect.timeout)

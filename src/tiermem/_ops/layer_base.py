@@ -1,37 +1,50 @@
-"""Private plumbing of :class:`~tiermem.layers.LayeredMemory`: argument checks,
-row conversion and the per-scope transaction helpers."""
+"""What every layer operation shares: one scope's state, argument checks, row
+conversion and the scope's transactions.
+
+A :class:`LayerScope` is the state of one scope of one memory: the memory's
+:class:`~tiermem._core.context.MemoryContext`, the scope's name, its working
+memory and the cached key of its scope row. The operations in
+:mod:`tiermem._ops.layers` and :mod:`tiermem._ops.compact` take it as their first
+argument; :func:`write` and :func:`read` yield their database work as transactions.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy.engine import Connection, RowMapping
-
+from .._core.clock import as_utc
 from .._core.messages import load_text, serialize_metadata, validate_session_id
 from .._storage import items as layer_store
 from .._storage.items import NewItem
-from .._storage.store import as_utc
 from ..errors import EntryTooLarge, InvalidArgument, InvalidContent, InvalidSessionId
 from ..layer_models import KnowledgeEntry, LayerItem, LayerType, Rule
 from .working import WorkingMemory
 
 if TYPE_CHECKING:
-    from ..memory import ConversationMemory
+    from sqlalchemy.engine import Connection, RowMapping
+
+    from .._core.context import MemoryContext
+    from .._core.runner import Op
 
 __all__ = [
     "DEFAULT_MAX_WORKING_ENTRIES",
-    "LayerBase",
+    "LayerScope",
     "check_count",
     "check_key",
     "check_metadata",
     "check_text",
     "parse_layer",
+    "prepare",
+    "read",
     "to_item",
     "to_knowledge",
     "to_rule",
+    "totals",
     "validate_scope",
+    "write",
 ]
 
 T = TypeVar("T")
@@ -39,6 +52,9 @@ T = TypeVar("T")
 #: Working memory keeps this many of the newest items unless told otherwise.
 DEFAULT_MAX_WORKING_ENTRIES = 50
 _MAX_KEY_CHARS = 512
+
+
+# --------------------------------------------------------------------------- checks
 
 
 def validate_scope(scope: object) -> str:
@@ -113,6 +129,9 @@ def check_metadata(value: object) -> dict[str, Any]:
     return dict(value)
 
 
+# --------------------------------------------------------------------------- conversion
+
+
 def to_item(scope: str, row: RowMapping) -> LayerItem:
     """The public item of a ``tiermem_layer_item`` row."""
     return LayerItem(
@@ -160,86 +179,78 @@ def to_rule(item: LayerItem, score: float = 0.0) -> Rule:
     )
 
 
-class LayerBase:
-    """State and transaction helpers shared by the parts of ``LayeredMemory``.
+# --------------------------------------------------------------------------- state
 
-    Args:
-        memory: the memory whose database, clock, token counter, summarizer and
-            configuration the layers use.
-        scope: the namespace inside the memory's project.
-        max_working_entries: how many working items are kept (default 50).
+
+@dataclass(eq=False, slots=True)
+class LayerScope:
+    """The state of one scope of one memory, passed to every layer operation.
+
+    Attributes:
+        context: the memory's database, clock, token counter, summarizer and
+            configuration.
+        name: the scope's name inside the memory's project.
+        working: the scope's working memory (in this process).
+        pk: the key of the scope's row, once a committed transaction has read or
+            made it (scope rows are never deleted, so it stays valid).
     """
 
-    def __init__(
-        self, memory: ConversationMemory, scope: str, *, max_working_entries: int | None = None
-    ) -> None:
-        self._memory = memory
-        self.scope = validate_scope(scope)
-        self._working = WorkingMemory(
-            self.scope,
-            DEFAULT_MAX_WORKING_ENTRIES if max_working_entries is None else max_working_entries,
-        )
-        self._scope_pk: int | None = None
+    context: MemoryContext
+    name: str
+    working: WorkingMemory
+    pk: int | None = None
 
-    def __repr__(self) -> str:
-        return f"LayeredMemory(project={self._memory.project!r}, scope={self.scope!r})"
 
-    @property
-    def memory(self) -> ConversationMemory:
-        """The conversation memory these layers belong to."""
-        return self._memory
+def write(scope: LayerScope, work: Callable[[Connection, int], T]) -> Op[T]:
+    """Run ``work(conn, scope_pk)`` in one write transaction, making the scope row."""
+    context = scope.context
+    now, project, name = context.now(), context.project, scope.name
 
-    @property
-    def max_working_entries(self) -> int:
-        """How many working items are kept; setting it trims at once."""
-        return self._working.max_entries
+    def run(conn: Connection) -> tuple[T, int]:
+        pk = scope.pk or layer_store.ensure_scope_pk(conn, project, name, now)
+        return work(conn, pk), pk
 
-    @max_working_entries.setter
-    def max_working_entries(self, value: int) -> None:
-        self._working.max_entries = value
+    result, pk = yield from context.transact(run)
+    scope.pk = pk  # cached only once committed
+    return result
 
-    def _write(self, work: Callable[[Connection, int], T]) -> T:
-        """Run ``work(conn, scope_pk)`` in one write transaction, making the scope row."""
-        now, project = self._memory.now(), self._memory.project
 
-        def run(conn: Connection) -> tuple[T, int]:
-            pk = self._scope_pk or layer_store.ensure_scope_pk(conn, project, self.scope, now)
-            return work(conn, pk), pk
+def read(
+    scope: LayerScope, work: Callable[[Connection, int], T], empty: T, *, write: bool = False
+) -> Op[T]:
+    """Run ``work(conn, scope_pk)`` in one transaction; ``empty`` without a scope row
+    (nothing was ever stored in the scope, so there is nothing to read or change)."""
+    project, name = scope.context.project, scope.name
 
-        result, pk = self._memory.database.run(run)
-        self._scope_pk = pk  # cached once committed: scope rows are never deleted
-        return result
+    def run(conn: Connection) -> tuple[T, int | None]:
+        pk = scope.pk or layer_store.get_scope_pk(conn, project, name)
+        return (empty, pk) if pk is None else (work(conn, pk), pk)
 
-    def _read(self, work: Callable[[Connection, int], T], empty: T, *, write: bool = False) -> T:
-        """Run ``work(conn, scope_pk)`` in one transaction; ``empty`` without a scope row."""
-        project = self._memory.project
+    result, pk = yield from scope.context.transact(run, write=write)
+    if pk is not None:
+        scope.pk = pk
+    return result
 
-        def run(conn: Connection) -> tuple[T, int | None]:
-            pk = self._scope_pk or layer_store.get_scope_pk(conn, project, self.scope)
-            return (empty, pk) if pk is None else (work(conn, pk), pk)
 
-        result, pk = self._memory.database.run(run, write=write)
-        if pk is not None:
-            self._scope_pk = pk
-        return result
+def totals(scope: LayerScope) -> Op[dict[str, tuple[int, int]]]:
+    """Per stored layer: (items, bytes)."""
+    empty: dict[str, tuple[int, int]] = {}
+    return (yield from read(scope, layer_store.layer_totals, empty))
 
-    def _totals(self) -> dict[str, tuple[int, int]]:
-        """Per stored layer: (items, bytes)."""
-        empty: dict[str, tuple[int, int]] = {}
-        return self._read(layer_store.layer_totals, empty)
 
-    def _prepare(
-        self, layer: LayerType, key: str | None, content: str, metadata: Mapping[str, Any]
-    ) -> NewItem:
-        """Check, serialize and count an item before any transaction opens."""
-        text = check_text("content", content, self._memory.config.max_entry_chars)
-        meta = serialize_metadata(metadata)
-        size = len(text.encode()) + len(meta.encode()) + len((key or "").encode())
-        return NewItem(
-            layer=layer.value,
-            key=key,
-            content=text,
-            meta=meta,
-            token_count=self._memory.counter.count_text(text),
-            byte_size=size,
-        )
+def prepare(
+    scope: LayerScope, layer: LayerType, key: str | None, content: str, metadata: Mapping[str, Any]
+) -> NewItem:
+    """Check, serialize and count an item before any transaction opens."""
+    context = scope.context
+    text = check_text("content", content, context.config.max_entry_chars)
+    meta = serialize_metadata(metadata)
+    size = len(text.encode()) + len(meta.encode()) + len((key or "").encode())
+    return NewItem(
+        layer=layer.value,
+        key=key,
+        content=text,
+        meta=meta,
+        token_count=context.counter.count_text(text),
+        byte_size=size,
+    )

@@ -1,9 +1,9 @@
 """Working memory: one scope's scratch pad, in this process only.
 
 Items live in a bounded deque (the newest ``max_entries``) under a lock, so
-threads and the async API's worker threads can share a scope. Search ranks
-with the same function as the SQL layers (:func:`tiermem.search.rank`), the
-working items being the collection.
+threads (and event loops running in several threads) can share a scope. Search
+ranks with the same function as the SQL layers (:func:`tiermem._ops.search.rank`),
+the working items being the collection.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from datetime import datetime
 from typing import Any
 
 from .._storage import fts
+from .._storage.search import Candidate, epoch, rank
 from ..errors import CompressionConflict, InvalidArgument
 from ..layer_models import LayerItem, LayerType
 from ..tiers import MemoryTier, TierPolicy
-from .search import Candidate, epoch, rank
 
 __all__ = ["WorkingMemory"]
 
@@ -42,6 +42,11 @@ class WorkingMemory:
         self._ids = itertools.count(1)
         self._items: deque[LayerItem] = deque()
         self.max_entries = max_entries
+
+    def after_fork(self) -> None:
+        """Take a new lock in a forked child (a thread of the parent may have held
+        the old one at the fork); the items stay."""
+        self._lock = threading.Lock()
 
     @property
     def max_entries(self) -> int:
@@ -165,7 +170,7 @@ def _reset_after_fork() -> None:
     process, which the child copied) but gets a new lock: a thread of the parent may
     have held the old one at the fork."""
     for working in list(_WORKING):
-        working._lock = threading.Lock()
+        working.after_fork()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

@@ -18,14 +18,13 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
-from .._core import failpoints as _failpoints
 from ..errors import (
     InvalidArgument,
     StorageBusy,
@@ -35,13 +34,16 @@ from ..errors import (
     StorageUnavailable,
 )
 from . import _fast as _driver
-from .schema import create_tables
+from . import failpoints as _failpoints
+from .schema import SessionRow, create_tables
 
-__all__ = ["DEFAULT_URL", "Database", "parse_url", "translate_error"]
+__all__ = ["DEFAULT_URL", "DRIVER_ERRORS", "Connection", "Database", "parse_url", "translate_error"]
 
 T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///tiermem.db"
+#: What the driver layer raises (translated to ``StorageError`` by :func:`translate_error`).
+DRIVER_ERRORS = (exc.SQLAlchemyError,)
 #: PostgreSQL SQLSTATEs retried a bounded number of times: serialization failure, deadlock.
 _RETRYABLE_PG = {"40001", "40P01"}
 _MAX_RETRIES = 5
@@ -317,6 +319,15 @@ class Database:
                     return
         conn.close()
 
+    def has_tables(self) -> bool:
+        """Whether tiermem's tables exist (without creating anything)."""
+        return sa.inspect(self.engine).has_table(SessionRow.__tablename__)
+
+    @staticmethod
+    def server_now() -> sa.ColumnElement[datetime]:
+        """The database server's ``now()``, as a SQL expression."""
+        return sa.func.now()
+
     def run(
         self, work: Callable[[Connection], T], *, write: bool = True, snapshot: bool = False
     ) -> T:
@@ -393,11 +404,6 @@ def _create_engine(url: str, lock_timeout: float) -> Engine:
         ) from error
     except exc.ArgumentError as error:
         raise InvalidArgument(f"bad database url: {error}") from error
-
-
-def utc_now() -> datetime:
-    """The default clock: an aware UTC datetime."""
-    return datetime.now(UTC)
 
 
 def validate_identifier(name: str) -> str:

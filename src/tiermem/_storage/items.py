@@ -18,19 +18,21 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, RowMapping
 
+from .._core.clock import as_utc
 from .._core.messages import store_text
-from .._ops.search import Candidate, pg_candidates, rank
 from ..errors import CompressionConflict
 from ..tiers import MemoryTier, TierPolicy
 from . import fts
-from .layer_schema import ITEM_INDEX, item_partition, item_table, scope_table
+from .layer_schema import ITEM_INDEX, in_project, item_partition, item_table, scope_table
+from .schema import dialect_insert
+from .search import Candidate, pg_candidates, rank
 from .tiers import Cutoffs, _among, cutoffs, tier_case
 
 __all__ = [
@@ -61,13 +63,9 @@ __all__ = [
 IC, SC = item_table.c, scope_table.c
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC)
-
-
 def live_since(now: datetime, policy: TierPolicy) -> datetime:
     """The oldest ``last_accessed`` of an item that is not expired at ``now``."""
-    return _utc(now) - policy.expired_after
+    return as_utc(now) - policy.expired_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +80,6 @@ class NewItem:
     byte_size: int
 
 
-def _dialect_insert(conn: Connection, table: sa.Table) -> Any:
-    """An INSERT with ``on_conflict_*`` (both dialects spell it the same way)."""
-    module = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return module.insert(table)
-
-
 def get_scope_pk(conn: Connection, project: str, scope: str) -> int | None:
     """The scope's pk, or ``None`` before anything was stored in it."""
     query = sa.select(SC.pk).where(SC.project == project, SC.scope == scope)
@@ -100,8 +92,8 @@ def ensure_scope_pk(conn: Connection, project: str, scope: str, now: datetime) -
     pk = get_scope_pk(conn, project, scope)
     if pk is None:
         conn.execute(
-            _dialect_insert(conn, scope_table)
-            .values(project=project, scope=scope, created_at=_utc(now))
+            dialect_insert(conn, scope_table)
+            .values(project=project, scope=scope, created_at=as_utc(now))
             .on_conflict_do_nothing()
         )
         pk = conn.execute(
@@ -111,7 +103,7 @@ def ensure_scope_pk(conn: Connection, project: str, scope: str, now: datetime) -
 
 
 def _values(pk: int, item: NewItem, now: datetime) -> dict[str, object]:
-    now = _utc(now)
+    now = as_utc(now)
     return {
         "scope_pk": pk,
         "layer": item.layer,
@@ -191,7 +183,7 @@ _TOUCH_KEY = _ACCESS.where(
 
 def _touch(conn: Connection, ids: Sequence[int], now: datetime) -> list[RowMapping]:
     """Record an access of the items ``ids``; returns their updated rows."""
-    return list(conn.execute(_TOUCH_IDS, {"ids": list(ids), "now": _utc(now)}).mappings())
+    return list(conn.execute(_TOUCH_IDS, {"ids": list(ids), "now": as_utc(now)}).mappings())
 
 
 def recall_fact(
@@ -199,7 +191,12 @@ def recall_fact(
 ) -> RowMapping | None:
     """The semantic item stored under ``key`` (an access), or ``None`` (also when it
     is expired: an expired item is never read, nor saved by the attempt)."""
-    params = {"pk": pk, "key": store_text(key), "now": _utc(now), "since": live_since(now, policy)}
+    params = {
+        "pk": pk,
+        "key": store_text(key),
+        "now": as_utc(now),
+        "since": live_since(now, policy),
+    }
     return conn.execute(_TOUCH_KEY, params).mappings().first()
 
 
@@ -296,7 +293,7 @@ def search_items(
         return []
     if total is None:
         total = conn.execute(_COUNT, {"pk": pk, "layer": layer}).scalar_one()
-    ranked = rank(candidates, total, _utc(now), policy, limit)
+    ranked = rank(candidates, total, as_utc(now), policy, limit)
     scores = {candidate.id: score for candidate, score in ranked}
     rows = _touch(conn, list(scores), now)
     hits = [(row, scores[row["id"]]) for row in rows]
@@ -344,7 +341,7 @@ def older_items(
     ``since`` (expired ones are left to pruning, never folded into a live summary):
     at least two (when there are), then more while their tokens fit
     ``token_budget``. Returns them and how many older items there are in all."""
-    live = (IC.scope_pk == pk, IC.layer == layer, IC.last_accessed >= _utc(since))
+    live = (IC.scope_pk == pk, IC.layer == layer, IC.last_accessed >= as_utc(since))
     total = conn.execute(sa.select(sa.func.count()).where(*live)).scalar_one()
     older = max(int(total) - keep, 0)
     if older < 2:
@@ -389,8 +386,8 @@ def replace_with_summary(
                 meta=summary.meta,
                 token_count=summary.token_count,
                 byte_size=summary.byte_size,
-                updated_at=_utc(now),
-                last_accessed=_utc(last_accessed),
+                updated_at=as_utc(now),
+                last_accessed=as_utc(last_accessed),
                 memory_tier=tier.value,
             )
             .returning(*item_table.c)
@@ -406,19 +403,6 @@ def replace_with_summary(
 
 
 # --------------------------------------------------------------------------- maintenance
-
-
-def in_project(project: str | None, *, by_scope: bool = True) -> sa.ColumnElement[bool]:
-    """Items of the scopes of ``project`` (``None``: every item).
-
-    With ``by_scope=False`` the test is ``scope_pk + 0``, which no index serves: the
-    planner then takes the id range or the ``last_accessed`` order of the statement,
-    rather than reading every item of the project for each batch.
-    """
-    if project is None:
-        return sa.true()
-    column = IC.scope_pk if by_scope else IC.scope_pk + 0
-    return column.in_(sa.select(SC.pk).where(SC.project == project))
 
 
 def clamp_future_items(conn: Connection, *, project: str, cut: Cutoffs) -> tuple[int, int] | None:
@@ -511,7 +495,7 @@ def recalculate_item_tiers(
     Returns:
         The number of items whose tier changed.
     """
-    return recalculate_item_batch(conn, project=project, cut=cutoffs(_utc(now), policy))
+    return recalculate_item_batch(conn, project=project, cut=cutoffs(as_utc(now), policy))
 
 
 def prune_expired_items(

@@ -25,6 +25,7 @@ from . import schema as tables
 
 __all__ = [
     "ITEM_INDEX",
+    "in_project",
     "LayerItemRow",
     "LayerScopeRow",
     "item_table",
@@ -129,6 +130,19 @@ for _table in (scope_table, item_table):
         tables.tiermem_tables.append(_table)
 if all(known.name != ITEM_INDEX.name for known in fts.INDEXES):
     fts.INDEXES.append(ITEM_INDEX)
+
+
+def in_project(project: str | None, *, by_scope: bool = True) -> sa.ColumnElement[bool]:
+    """Items of the scopes of ``project`` (``None``: every item).
+
+    With ``by_scope=False`` the test is ``scope_pk + 0``, which no index serves: the
+    planner then takes the id range or the ``last_accessed`` order of the statement,
+    rather than reading every item of the project for each batch.
+    """
+    if project is None:
+        return sa.true()
+    column = item_table.c.scope_pk if by_scope else item_table.c.scope_pk + 0
+    return column.in_(sa.select(scope_table.c.pk).where(scope_table.c.project == project))
 
 
 def item_partition(scope_pk: int, layer: str) -> int:

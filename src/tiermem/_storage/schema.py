@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Field, SQLModel
 
 __all__ = [
+    "dialect_insert",
     "EntryRow",
     "SessionRow",
     "SummaryRow",
@@ -193,3 +196,9 @@ def create_tables(bind: Engine | Connection) -> None:
     SQLModel.metadata.create_all(bind, tables=tiermem_tables)
     for hook in after_create:
         hook(bind)
+
+
+def dialect_insert(conn: Connection, table: sa.Table) -> Any:
+    """An INSERT of ``table`` with ``on_conflict_*`` (both dialects spell it the same)."""
+    module = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return module.insert(table)

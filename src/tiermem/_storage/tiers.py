@@ -17,11 +17,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Row
 
-from .._core import failpoints as _failpoints
+from .._core.clock import as_utc
 from ..errors import StorageBusy
 from ..tiers import MemoryTier, TierPolicy
 from ..types import SessionInfo
-from . import store
+from . import failpoints as _failpoints
+from .layer_schema import in_project, item_table
 from .schema import entry_table, session_table, summary_table
 
 __all__ = [
@@ -30,10 +31,12 @@ __all__ = [
     "clamp_future",
     "count_expired",
     "cutoffs",
+    "least_recently_used",
     "prune_batch",
     "recalculate_batch",
     "session_info",
     "tier_case",
+    "tier_counts",
     "tier_predicates",
 ]
 
@@ -93,13 +96,41 @@ def session_info(row: Mapping[Any, Any]) -> SessionInfo:
     return SessionInfo(
         session_id=row["session_id"],
         project=row["project"],
-        created_at=store.as_utc(row["created_at"]),
-        last_accessed=store.as_utc(row["last_accessed"]),
+        created_at=as_utc(row["created_at"]),
+        last_accessed=as_utc(row["last_accessed"]),
         access_count=row["access_count"],
         memory_tier=row["memory_tier"],
         total_entries=row["entry_count"],
         context_tokens=row["active_tokens"] + row["summary_tokens"],
     )
+
+
+def tier_counts(conn: Connection, *, project: str, cut: Cutoffs) -> list[int]:
+    """The project's sessions and stored layer items: total, then per tier (ACTIVE,
+    RECENT, ARCHIVED, EXPIRED), sessions first; one indexed count per table."""
+    queries = [
+        sa.select(sa.func.count(), *(sa.func.count().filter(p) for p in predicates.values()))
+        .select_from(table)
+        .where(where)
+        for table, where, predicates in (
+            (session_table, S.project == project, tier_predicates(cut)),
+            (item_table, in_project(project), tier_predicates(cut, item_table.c.last_accessed)),
+        )
+    ]
+    return [int(value) for query in queries for value in conn.execute(query).one()]
+
+
+def least_recently_used(
+    conn: Connection, *, project: str, tier: MemoryTier, cut: Cutoffs, limit: int
+) -> list[SessionInfo]:
+    """Up to ``limit`` sessions of ``project`` in ``tier``, least recently accessed first."""
+    query = (
+        sa.select(session_table)
+        .where(S.project == project, tier_predicates(cut)[tier])
+        .order_by(S.last_accessed, S.pk)
+        .limit(limit)
+    )
+    return [session_info(row) for row in conn.execute(query).mappings()]
 
 
 def clamp_future(conn: Connection, *, project: str, cut: Cutoffs) -> tuple[int, int] | None:

@@ -32,11 +32,12 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .._storage import fts
-from .._storage.schema import entry_table, session_table
-from .._storage.store import _entry, as_utc
+from .._core.clock import as_utc
 from ..tiers import DEFAULT_POLICY, MemoryTier, TierPolicy, tier_boost
 from ..types import SearchHit
+from . import fts
+from .schema import entry_table, session_table
+from .store import entry_from_row
 
 __all__ = [
     "RECENCY_BONUS",
@@ -62,10 +63,6 @@ RECENCY_WINDOW = timedelta(hours=24)
 _MAX_BONUS = RECENCY_BONUS + max(tier_boost(tier) for tier in MemoryTier)
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC)
-
-
 def recency_bonus(created_at: datetime, now: datetime) -> float:
     """The seed's recency bonus: 0.5 when ``created_at`` is now (or later), linearly
     down to 0 at 24 hours and after."""
@@ -78,7 +75,7 @@ def tier_bands(
 ) -> list[tuple[MemoryTier, sa.ColumnElement[bool]]]:
     """For each tier, the SQL condition on a ``last_accessed`` column that
     :func:`~tiermem.tiers.calculate_tier` maps to it (set-based tier updates)."""
-    now = _utc(now)
+    now = as_utc(now)
     active, recent = now - policy.active_within, now - policy.recent_within
     expired = now - policy.expired_after
     return [
@@ -305,7 +302,7 @@ def search_entries(
     session_pk = counts[0][0] if session_id is not None else None
     total = sum(row[1] for row in counts)
     candidates = _entry_candidates(conn, project, found, session_pk)
-    ranked = rank(candidates, total, _utc(now or datetime.now(UTC)), policy, limit)
+    ranked = rank(candidates, total, as_utc(now or datetime.now(UTC)), policy, limit)
     if not ranked:
         return []
     scores = {candidate.id: score for candidate, score in ranked}
@@ -314,6 +311,8 @@ def search_entries(
         .join(session_table, S.pk == E.session_pk)
         .where(E.id.in_(list(scores)))
     ).mappings()
-    hits = [SearchHit(entry=_entry(row["sid"], row), score=scores[row["id"]]) for row in rows]
+    hits = [
+        SearchHit(entry=entry_from_row(row["sid"], row), score=scores[row["id"]]) for row in rows
+    ]
     hits.sort(key=lambda hit: (-hit.score, -hit.entry.id))
     return hits

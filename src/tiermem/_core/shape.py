@@ -1,0 +1,80 @@
+"""What providers require of a message list, checked without calling them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from .messages import tool_call_ids
+
+__all__ = ["Provider", "provider_shape_problems"]
+
+#: The providers whose message rules :func:`provider_shape_problems` knows.
+Provider = Literal["openai", "anthropic"]
+
+
+def provider_shape_problems(
+    messages: Sequence[BaseMessage],
+    provider: Provider = "openai",
+    *,
+    pending: Collection[str] = (),
+    allow_pending_tail: bool = True,
+    unique_ids: bool = True,
+) -> list[str]:
+    """Problems a chat provider would reject in ``messages`` (empty when valid).
+
+    Both rules: every assistant message with tool calls is immediately followed
+    by exactly one result per call (any order) and by nothing else first; every
+    tool result belongs to the assistant message just before its run of
+    results; call ids are unique. Anthropic additionally needs every call id
+    to be non-empty.
+
+    Args:
+        pending: ids of calls known to be still running (their results have not
+            been added yet); a missing result of theirs is no problem wherever
+            they are, since no store can place a result it does not have (a
+            stand-in result right after the call is fine too).
+        allow_pending_tail: also exempt unanswered calls of the last assistant
+            message (a conversation in progress).
+        unique_ids: call ids are unique in the whole conversation; with ``False``
+            only within one assistant message (an id may return once answered).
+    """
+    problems: list[str] = []
+    exempt = set(pending)
+    seen: Counter[str] = Counter()
+    waiting: set[str] = set()
+    in_results = False
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            if not in_results or message.tool_call_id not in waiting:
+                problems.append(
+                    f"message {index}: tool result {message.tool_call_id!r} "
+                    "does not follow its call"
+                )
+            waiting.discard(message.tool_call_id)
+            continue
+        late = waiting - exempt
+        if late:
+            problems.append(f"message {index}: calls {sorted(late)} are not answered in time")
+        waiting = set()
+        in_results = False
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = tool_call_ids(message)
+            if unique_ids:
+                seen.update(ids)
+            else:
+                problems += [
+                    f"message {index}: tool call id {cid!r} appears {n} times"
+                    for cid, n in Counter(ids).items()
+                    if n > 1
+                ]
+            waiting, in_results = set(ids), True
+            if provider == "anthropic":
+                problems += [f"message {index}: a tool call without an id" for c in ids if not c]
+    if waiting - exempt and not allow_pending_tail:
+        problems.append(f"the conversation ends with unanswered calls {sorted(waiting - exempt)}")
+    problems += [f"tool call id {cid!r} appears {n} times" for cid, n in seen.items() if n > 1]
+    return problems

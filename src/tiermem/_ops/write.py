@@ -1,0 +1,331 @@
+"""Writing operations: appends (one message, several, a model turn, tool results,
+context) and clearing a session.
+
+An append validates, serializes and counts its messages before any transaction
+opens, then writes them in one transaction that also records the access; when the
+append leaves the session over budget it plans the compression in that same
+transaction and runs it before returning (or queues it, in background mode).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from .._core.context import MemoryContext
+from .._core.messages import (
+    check_entry_size,
+    check_message_id,
+    classify,
+    remember,
+    render_text,
+    serialize,
+    serialize_metadata,
+    validate_session_id,
+)
+from .._core.runner import Op
+from .._storage import failpoints as _failpoints
+from .._storage import store
+from .._storage.database import Connection
+from ..errors import (
+    BudgetExceeded,
+    ContextReadFailed,
+    InvalidContent,
+    SessionNotFound,
+    TiermemError,
+)
+from ..types import EntryType, MemoryEntry
+from .compress import Planned, auto_compress, compression_due, plan_compression
+from .read import MessageWindow, message_window, render_window
+
+__all__ = [
+    "add_context",
+    "add_message",
+    "add_messages",
+    "add_text",
+    "add_tool_call",
+    "add_tool_result",
+    "add_turn",
+    "clear",
+]
+
+
+def _prepare(
+    ctx: MemoryContext,
+    message: BaseMessage,
+    *,
+    pinned: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+    entry_type: EntryType | None = None,
+) -> store.NewEntry:
+    """Validate, serialize and count a message before any transaction opens."""
+    message_json = serialize(message, max_chars=ctx.config.max_entry_chars)
+    check_message_id(message)
+    metadata_json = serialize_metadata(metadata or {})
+    check_entry_size(message_json, metadata_json, ctx.config.max_entry_chars)
+    remember(message_json, message)  # the turn reads it straight back
+    classified, role = classify(message)
+    return store.NewEntry(
+        message=message,
+        type=entry_type or classified,
+        role=role,
+        content=render_text(message),
+        message_json=message_json,
+        token_count=ctx.counter.count_message(message),
+        pinned=pinned,
+        metadata_json=metadata_json,
+    )
+
+
+def _append(
+    ctx: MemoryContext, session_id: str, prepared: Sequence[store.NewEntry]
+) -> Op[MemoryEntry]:
+    entries, _ = yield from _store(
+        ctx, session_id, prepared, skip_existing=False, with_window=False
+    )
+    return entries[0]
+
+
+def _check_pinned(ctx: MemoryContext, tokens: int) -> None:
+    """Pinned context is never left out of a context, so it must fit the budget."""
+    if tokens > ctx.config.max_tokens:
+        raise BudgetExceeded(
+            f"pinned context would take {tokens} tokens, more than "
+            f"max_tokens={ctx.config.max_tokens}; pin less or raise max_tokens"
+        )
+
+
+def _store(
+    ctx: MemoryContext,
+    session_id: str,
+    prepared: Sequence[store.NewEntry],
+    *,
+    skip_existing: bool,
+    with_window: bool,
+) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
+    """Append in one transaction; with ``with_window`` also read what
+    ``get_messages`` shows: in the same transaction when no compression
+    follows, else in the compression's last commit (``None`` when that did not
+    happen: the caller reads after it)."""
+    validate_session_id(session_id)
+    now = ctx.now()
+
+    def create(conn: Connection) -> store.SessionRow:
+        return store.get_session(
+            conn, ctx.project, session_id, create=True, now=now, encoding=ctx.counter.encoding_name
+        )
+
+    def window(conn: Connection, counters: Mapping[str, Any]) -> MessageWindow | None:
+        if not with_window or compression_due(ctx, counters, now):
+            return None
+        return store.read_message_window(conn, counters)
+
+    def work(
+        conn: Connection,
+    ) -> tuple[list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, str | None]:
+        todo = list(prepared)
+        if skip_existing and todo:
+            pk = create(conn)["pk"]
+            seen = store.existing_message_ids(
+                conn, pk, [e.message.id for e in todo if e.message.id]
+            )
+            todo = [e for e in todo if not e.message.id or e.message.id not in seen]
+        if not todo:
+            session = dict(create(conn))
+            woken = store.touch(conn, session, now)
+            return [], session, window(conn, session), None, woken
+        # One UPDATE ... RETURNING allocates the seqs; the session is created
+        # only on its first append.
+        reserved = store.reserve(conn, ctx.project, session_id, todo, now)
+        if reserved is None:
+            create(conn)
+            reserved = store.reserve(conn, ctx.project, session_id, todo, now)
+        if reserved is None:  # pragma: no cover - the row was just created
+            raise SessionNotFound(session_id)
+        woken = store.activate(conn, reserved)
+        entries, counters = store.append(conn, reserved, todo, now)
+        if any(entry.pinned for entry in todo):
+            _check_pinned(ctx, store.pinned_tokens(conn, reserved["pk"]))
+        planned = None
+        if compression_due(ctx, counters, now):
+            # The row is locked already: plan the compression (pick the entries,
+            # take the claim) here rather than in a transaction of its own.
+            planned = plan_compression(ctx, conn, counters, now)
+        read = window(conn, counters)
+        _failpoints.hit("append.before_commit")
+        return entries, counters, read, planned, woken
+
+    entries, counters, read, planned, woken = yield from ctx.transact(work)
+    _failpoints.hit("append.after_commit")
+    yield from ctx.woken(session_id, woken)
+    if entries:
+        yield from ctx.emit(
+            [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
+        )
+    sink: list[MessageWindow] | None = [] if with_window and read is None else None
+    yield from auto_compress(ctx, session_id, counters, sink, planned)
+    if read is None and sink:
+        read = sink[0]
+    return entries, read
+
+
+def add_message(
+    ctx: MemoryContext,
+    session_id: str,
+    message: BaseMessage,
+    metadata: Mapping[str, Any] | None = None,
+) -> Op[MemoryEntry]:
+    """Store any LangChain message (see ``ConversationMemory.add_message``)."""
+    return (yield from _append(ctx, session_id, [_prepare(ctx, message, metadata=metadata)]))
+
+
+def add_text(
+    ctx: MemoryContext, session_id: str, role: str, text: str, metadata: Mapping[str, Any]
+) -> Op[MemoryEntry]:
+    """Store a user (``role="human"``) or assistant (``"ai"``) message of plain text."""
+    message_type = HumanMessage if role == "human" else AIMessage
+    return (yield from add_message(ctx, session_id, message_type(content=_text(text)), metadata))
+
+
+def add_messages(
+    ctx: MemoryContext,
+    session_id: str,
+    messages: Sequence[BaseMessage],
+    skip_existing: bool,
+    *,
+    with_window: bool = False,
+) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
+    """Store several messages in one transaction: all or none."""
+    validate_session_id(session_id)
+    messages = list(messages)
+    ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
+    if skip_existing and ids:
+        # Resuming agents resend their whole state: drop known ids before the
+        # costly serialize-and-count; the append re-checks inside its transaction.
+        seen = yield from ctx.transact(
+            lambda conn: store.stored_message_ids(conn, ctx.project, session_id, ids),
+            write=False,
+        )
+        messages = [m for m in messages if not m.id or m.id not in seen]
+    prepared = [_prepare(ctx, m) for m in messages]
+    return (
+        yield from _store(
+            ctx, session_id, prepared, skip_existing=skip_existing, with_window=with_window
+        )
+    )
+
+
+def add_turn(
+    ctx: MemoryContext, session_id: str, messages: Sequence[BaseMessage], skip_existing: bool
+) -> Op[list[BaseMessage]]:
+    """Store a model turn and read the next context (``add_and_get_messages``)."""
+    entries, window = yield from add_messages(
+        ctx, session_id, messages, skip_existing, with_window=True
+    )
+    if window is None:  # a compression ran after the append: read what it left
+        try:
+            window = yield from message_window(ctx, session_id)
+        except TiermemError as exc:
+            # The append committed: a plain error would make the caller add the
+            # messages again.
+            raise ContextReadFailed(
+                f"the {len(entries)} messages were stored, but reading the context "
+                f"failed: {exc}; read it with get_messages",
+                entries=entries,
+            ) from exc
+    return render_window(ctx, window)
+
+
+def add_tool_call(
+    ctx: MemoryContext,
+    session_id: str,
+    tool_name: str,
+    args: Mapping[str, Any],
+    call_id: str | None,
+) -> Op[MemoryEntry]:
+    """Store an assistant tool call (``call_id`` generated when omitted)."""
+    if not isinstance(args, Mapping):
+        raise InvalidContent("tool call args must be a mapping")
+    message = AIMessage(
+        content="",
+        tool_calls=[
+            {
+                "name": _text(tool_name),
+                "args": dict(args),
+                "id": call_id or f"call_{uuid.uuid4().hex}",
+            }
+        ],
+    )
+    return (yield from add_message(ctx, session_id, message))
+
+
+def add_tool_result(
+    ctx: MemoryContext, session_id: str, tool_name: str, output: str, call_id: str | None
+) -> Op[MemoryEntry]:
+    """Store a tool result answering ``call_id`` or the oldest pending call of the tool."""
+    validate_session_id(session_id)
+    _text(tool_name)
+    _text(output)
+    if call_id is not None and not isinstance(call_id, str):
+        raise InvalidContent(f"call_id must be a str or None, got {type(call_id).__name__}")
+    if not call_id:
+        call_id = yield from _pending_call(ctx, session_id, tool_name)
+    message = ToolMessage(content=output, name=tool_name, tool_call_id=call_id)
+    return (yield from add_message(ctx, session_id, message))
+
+
+def _pending_call(ctx: MemoryContext, session_id: str, tool_name: str) -> Op[str]:
+    def work(conn: Connection) -> str:
+        try:
+            session = store.get_session(conn, ctx.project, session_id, lock=False)
+        except SessionNotFound:
+            session = None
+        pending: dict[str, str] = json.loads(session["pending_calls"]) if session else {}
+        # pending_calls keeps the calls in the order they were made.
+        for call_id, name in pending.items():
+            if name == tool_name:
+                return call_id
+        raise InvalidContent(f"no pending call of tool {tool_name!r} in {session_id!r}")
+
+    return (yield from ctx.transact(work, write=False))
+
+
+def add_context(
+    ctx: MemoryContext, session_id: str, content: str, source: str, pinned: bool
+) -> Op[MemoryEntry]:
+    """Store context: a system message from ``source``, pinned or not."""
+    message = SystemMessage(content=_text(content), additional_kwargs={"source": source})
+    prepared = _prepare(
+        ctx, message, pinned=pinned, metadata={"source": source}, entry_type=EntryType.CONTEXT
+    )
+    return (yield from _append(ctx, session_id, [prepared]))
+
+
+def clear(ctx: MemoryContext, session_id: str) -> Op[int]:
+    """Delete a session with its entries and summaries; the entries removed."""
+    validate_session_id(session_id)
+
+    def work(conn: Connection) -> int:
+        try:
+            session = store.get_session(conn, ctx.project, session_id)
+        except SessionNotFound:
+            return -1
+        store.delete_sessions(conn, [session["pk"]])
+        return int(session["entry_count"])
+
+    removed = yield from ctx.transact(work)
+    if removed >= 0:
+        yield from ctx.emit(
+            [("session:cleared", {"session_id": session_id, "entries_removed": removed})]
+        )
+    return max(removed, 0)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidContent(f"text must be a str, got {type(value).__name__}")
+    return value

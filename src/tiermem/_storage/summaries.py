@@ -1,0 +1,308 @@
+"""The summary table: reading summaries, and the one path that writes them.
+
+Compression and merges take a claim on the session first (:func:`claim`), call
+the model outside any transaction, then commit here only if the claim is still
+theirs and every entry is unchanged.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .._core.clock import as_utc
+from .._core.messages import load_text, store_text
+from ..errors import (
+    CompressionConflict,
+    CompressionInProgress,
+    SessionNotFound,
+)
+from ..types import MemoryEntry, MemorySummary
+from . import _fast as _driver
+from . import failpoints as _failpoints
+from . import statements as _sql
+from .schema import entry_table, session_table, summary_table
+from .store import SessionRow, get_session
+
+S, E, M = session_table.c, entry_table.c, summary_table.c
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def read_summaries(
+    conn: Connection, session: SessionRow, *, top_only: bool = True, with_ids: bool = True
+) -> list[MemorySummary]:
+    """Summaries of a session, oldest first (top-level only by default)."""
+    if top_only and not with_ids and not session["summary_count"]:
+        return []
+    if top_only and not with_ids:
+        top = _driver.fetch(conn, _sql.SELECT_TOP_SUMMARIES, {"pk_": session["pk"]})
+        return [_summary(session["session_id"], row, ()) for row in top]
+    query = (
+        sa.select(summary_table).where(M.session_pk == session["pk"]).order_by(M.first_seq, M.level)
+    )
+    if top_only:
+        query = query.where(M.parent_id.is_(None))
+    rows = list(conn.execute(query).mappings())
+    ids_by_summary: dict[int, list[int]] = {row["id"]: [] for row in rows}
+    if with_ids and rows:
+        lo = min(row["first_seq"] for row in rows)
+        hi = max(row["last_seq"] for row in rows)
+        ids, seqs = _covered(conn, session["pk"], lo, hi)
+        for row in rows:  # each span is a slice of the seq-ordered list
+            start = bisect.bisect_left(seqs, row["first_seq"])
+            end = bisect.bisect_right(seqs, row["last_seq"])
+            ids_by_summary[row["id"]] = ids[start:end]
+    return [_summary(session["session_id"], row, ids_by_summary[row["id"]]) for row in rows]
+
+
+def _covered(conn: Connection, pk: int, first: int, last: int) -> tuple[list[int], list[int]]:
+    """Ids and seqs of the compressed entries with seqs ``first..last``, in seq order."""
+    rows = _driver.fetch_rows(conn, _sql.SELECT_COVERED, {"pk_": pk, "first": first, "last": last})
+    return [row[0] for row in rows], [row[1] for row in rows]
+
+
+def _summary(session_id: str, row: Any, entry_ids: Sequence[int]) -> MemorySummary:
+    original = row["original_token_count"]
+    return MemorySummary(
+        id=row["id"],
+        session_id=session_id,
+        content=load_text(row["content"]),
+        original_entry_ids=tuple(entry_ids),
+        token_count=row["token_count"],
+        original_token_count=original,
+        compression_ratio=row["token_count"] / original if original else 0.0,
+        created_at=as_utc(row["created_at"]),
+        time_range=(as_utc(row["start_time"]), as_utc(row["end_time"])),
+        level=row["level"],
+        first_seq=row["first_seq"],
+        last_seq=row["last_seq"],
+        parent_id=row["parent_id"],
+    )
+
+
+def get_summary_row(
+    conn: Connection, project: str, summary_id: int
+) -> tuple[SessionRow, SessionRow]:
+    """A summary and its session.
+
+    Raises:
+        SessionNotFound: if no summary has that id in the project.
+    """
+    row = (
+        conn.execute(
+            sa.select(summary_table, S.session_id.label("sid"))
+            .join(session_table, S.pk == M.session_pk)
+            .where(M.id == summary_id, S.project == project)
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise SessionNotFound(f"no summary {summary_id} in project {project!r}")
+    session = get_session(conn, project, row["sid"], lock=False)
+    return dict(row), session
+
+
+# --------------------------------------------------------------------------- compression
+
+
+#: Consecutive failures counted for the backoff (see :func:`release_failed_claim`).
+_MAX_COUNTED_FAILURES = 1024
+
+
+def claim(conn: Connection, session: SessionRow, token: str, now: datetime, ttl: float) -> None:
+    """Take the session's compression claim (a lease that expires after ``ttl`` s).
+
+    Raises:
+        CompressionInProgress: if another live claim holds the session.
+    """
+    expires = session["claim_expires_at"]
+    if session["claim_token"] and expires is not None and as_utc(expires) > now:
+        raise CompressionInProgress(
+            f"session {session['session_id']!r} is being compressed by another worker"
+        )
+    expires_at = now + timedelta(seconds=ttl)
+    _driver.write(conn, _sql.CLAIM, {"pk_": session["pk"], "token": token, "expires": expires_at})
+
+
+def release_failed_claim(
+    conn: Connection, session: SessionRow, token: str, now: datetime, backoff: tuple[float, float]
+) -> None:
+    """Drop our claim after a failure and back off automatic compression: ``backoff``
+    is (base, max) seconds, the pause doubling per consecutive failure up to max."""
+    if session["claim_token"] != token:
+        return
+    # The count saturates where doubling would leave the float range (2.0 ** 1024
+    # overflows); backoff_max caps the pause long before that.
+    failures = min(session["failures"] + 1, _MAX_COUNTED_FAILURES)
+    pause = min(backoff[0] * 2.0 ** (failures - 1), backoff[1])
+    conn.execute(
+        sa.update(session_table)
+        .where(S.pk == session["pk"])
+        .values(
+            claim_token=None,
+            claim_expires_at=None,
+            failures=failures,
+            backoff_until=now + timedelta(seconds=pause),
+        )
+    )
+
+
+def _check_claim(session: SessionRow, token: str) -> None:
+    if session["claim_token"] != token:
+        raise CompressionConflict(
+            f"the compression claim of session {session['session_id']!r} expired and was "
+            "taken by another worker; nothing was written"
+        )
+
+
+def commit_summary(
+    conn: Connection,
+    session: SessionRow,
+    token: str,
+    entries: Sequence[MemoryEntry],
+    content: str,
+    token_count: int,
+    now: datetime,
+) -> tuple[MemorySummary, dict[str, Any]]:
+    """Store the summary of ``entries`` and link them, if they are still active.
+
+    Raises:
+        CompressionConflict: the claim was lost or the entries changed.
+    """
+    _check_claim(session, token)
+    original = sum(entry.token_count for entry in entries)
+    first, last = entries[0].seq, entries[-1].seq
+    row = {
+        "session_pk": session["pk"],
+        "content": store_text(content),
+        "level": 1,
+        "first_seq": first,
+        "last_seq": last,
+        "entry_count": len(entries),
+        "token_count": token_count,
+        "original_token_count": original,
+        "created_at": now,
+        "start_time": entries[0].timestamp,
+        "end_time": entries[-1].timestamp,
+        "parent_id": None,
+    }
+    (summary_id,) = _driver.fetch_rows(conn, _sql.INSERT_SUMMARY, row, column_keys=tuple(row))[0]
+    _failpoints.hit("compress.after_summary_insert")
+    link = {"pk_": session["pk"], "first": first, "last": last, "sid": summary_id}
+    linked = _driver.write(conn, _sql.LINK_ENTRIES, link)
+    if linked != len(entries):
+        raise CompressionConflict("the entries changed while the summarizer ran; nothing written")
+    _failpoints.hit("compress.after_link")
+    counters = {
+        "active_count": session["active_count"] - len(entries),
+        "active_tokens": session["active_tokens"] - original,
+        "summary_count": session["summary_count"] + 1,
+        "summary_tokens": session["summary_tokens"] + token_count,
+    }
+    _finish_claim(conn, session, counters)
+    summary = MemorySummary(
+        id=summary_id,
+        session_id=session["session_id"],
+        content=content,
+        original_entry_ids=tuple(entry.id for entry in entries),
+        token_count=token_count,
+        original_token_count=original,
+        compression_ratio=token_count / original if original else 0.0,
+        created_at=now,
+        time_range=(entries[0].timestamp, entries[-1].timestamp),
+        level=1,
+        first_seq=first,
+        last_seq=last,
+    )
+    return summary, {**session, **counters}
+
+
+def commit_merge(
+    conn: Connection,
+    session: SessionRow,
+    token: str,
+    children: Sequence[MemorySummary],
+    content: str,
+    token_count: int,
+    now: datetime,
+) -> tuple[MemorySummary, dict[str, Any]]:
+    """Store a higher-level summary of ``children`` (still top-level) and link them.
+
+    Raises:
+        CompressionConflict: the claim was lost or the summaries changed.
+    """
+    _check_claim(session, token)
+    original = sum(child.token_count for child in children)
+    first, last = children[0].first_seq, children[-1].last_seq
+    level = max(child.level for child in children) + 1
+    # Neither the plan nor this commit reads the ids of the entries under the merged
+    # summary: they are every entry of the conversation so far, and reading them made
+    # each merge cost O(conversation). Its entry count is its children's.
+    child_ids = [child.id for child in children]
+    entry_count = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(M.entry_count), 0)).where(
+            M.session_pk == session["pk"], M.id.in_(child_ids)
+        )
+    ).scalar_one()
+    summary_id = conn.execute(
+        sa.insert(summary_table)
+        .values(
+            session_pk=session["pk"],
+            content=store_text(content),
+            level=level,
+            first_seq=first,
+            last_seq=last,
+            entry_count=entry_count,
+            token_count=token_count,
+            original_token_count=original,
+            created_at=now,
+            start_time=children[0].time_range[0],
+            end_time=children[-1].time_range[1],
+        )
+        .returning(M.id)
+    ).scalar_one()
+    linked = conn.execute(
+        sa.update(summary_table)
+        .where(
+            M.session_pk == session["pk"],
+            M.id.in_(child_ids),
+            M.parent_id.is_(None),
+        )
+        .values(parent_id=summary_id)
+    ).rowcount
+    if linked != len(children):
+        raise CompressionConflict("the summaries changed while the summarizer ran")
+    counters = {
+        "summary_count": session["summary_count"] - len(children) + 1,
+        "summary_tokens": session["summary_tokens"] - original + token_count,
+    }
+    _finish_claim(conn, session, counters)
+    summary = MemorySummary(
+        id=summary_id,
+        session_id=session["session_id"],
+        content=content,
+        original_entry_ids=(),  # see MemorySummary: get_summaries() lists them
+        token_count=token_count,
+        original_token_count=original,
+        compression_ratio=token_count / original if original else 0.0,
+        created_at=now,
+        time_range=(children[0].time_range[0], children[-1].time_range[1]),
+        level=level,
+        first_seq=first,
+        last_seq=last,
+    )
+    return summary, {**session, **counters}
+
+
+def _finish_claim(conn: Connection, session: SessionRow, counters: dict[str, Any]) -> None:
+    names = ("active_count", "active_tokens", "summary_count", "summary_tokens")
+    values = {name: counters.get(name, session[name]) for name in names}
+    _driver.write(conn, _sql.FINISH_CLAIM, {"pk_": session["pk"], **values})

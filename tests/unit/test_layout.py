@@ -1,0 +1,152 @@
+"""The package's layout holds: small modules, SQL in one package, no import
+circle, no mixins, no private attribute reached across objects."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from pathlib import Path
+
+import tiermem
+
+SRC = Path(tiermem.__file__).parent
+MAX_LINES = 600
+#: Private names of other libraries the storage package relies on: SQLAlchemy has
+#: no public test for an AUTOCOMMIT connection. The upper bound on SQLAlchemy in
+#: pyproject.toml keeps it to the versions this is tested with.
+THIRD_PARTY_PRIVATE = {("tiermem._storage.database", "_is_autocommit_isolation")}
+DRIVER_PACKAGES = ("sqlalchemy", "sqlmodel", "alembic")
+
+
+def modules() -> dict[str, Path]:
+    """Every product module by dotted name (migrations are Alembic's scripts)."""
+    found = {}
+    for path in sorted(SRC.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        parts = ["tiermem", *path.relative_to(SRC).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(name: str, path: Path, *, module_level: bool) -> set[str]:
+    """What ``path`` imports when it runs: absolute names, ``TYPE_CHECKING`` blocks
+    left out; with ``module_level`` only what importing the module imports."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and _is_type_checking(node):
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[: len(anchor) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)
+            if module_level and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                children = getattr(node, field, None)
+                if isinstance(children, list):
+                    visit([c for c in children if isinstance(c, ast.stmt | ast.ExceptHandler)])  # type: ignore[misc]
+
+    visit(ast.parse(path.read_text()).body)
+    return found
+
+
+def test_no_module_is_longer_than_600_lines() -> None:
+    """Every product module stays short enough to read in one sitting."""
+    long = {
+        name: lines
+        for name, path in modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_only_the_storage_package_imports_the_database_libraries() -> None:
+    """SQLAlchemy, SQLModel and Alembic are imported by ``tiermem._storage`` alone."""
+    offenders = {
+        name: sorted(
+            i for i in imports(name, path, module_level=False) if i.split(".")[0] in DRIVER_PACKAGES
+        )
+        for name, path in modules().items()
+        if not name.startswith("tiermem._storage")
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_no_import_circle_between_product_modules() -> None:
+    """Importing any module never needs a module that needs it back."""
+    known = modules()
+    graph = {
+        name: {
+            dep for dep in imports(name, path, module_level=True) if dep in known and dep != name
+        }
+        for name, path in known.items()
+    }
+    # A package's __init__ importing its own modules is not a circle.
+    for name in graph:
+        graph[name] = {dep for dep in graph[name] if not name.startswith(dep + ".")}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def walk(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycles.append([*trail[trail.index(dep) :], dep] if dep in trail else [node, dep])
+            elif dep not in state:
+                walk(dep, [*trail, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            walk(name, [name])
+    assert cycles == []
+
+
+def test_no_mixins() -> None:
+    """Classes compose: none is a mixin, none inherits from two tiermem classes."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                local_bases = [
+                    b for b in node.bases if isinstance(b, ast.Name) and not hasattr(builtins, b.id)
+                ]
+                if node.name.endswith("Mixin") or len(local_bases) > 1:
+                    found.append(f"{name}.{node.name}")
+    assert found == []
+
+
+def test_no_private_attribute_is_reached_across_objects() -> None:
+    """Product code reads ``_private`` attributes of ``self`` (or ``cls``) only."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"})
+                and (name, node.attr) not in THIRD_PARTY_PRIVATE
+            ):
+                found.append(f"{name}:{node.lineno} .{node.attr}")
+    assert found == []
