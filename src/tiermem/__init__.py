@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib import metadata
 
 from .compression import DEFAULT_SUMMARY_PROMPT
+from .context_loading import LoadedSession
 from .db import Database
 from .errors import TiermemError
 from .lifecycle import TierStats
@@ -35,6 +36,7 @@ __all__ = [
     "ConversationMemory",
     "Database",
     "EntryType",
+    "LoadedSession",
     "MemoryConfig",
     "MemoryEntry",
     "MemorySummary",

@@ -46,6 +46,7 @@ from ._tier_sql import (
     session_info,
     tier_predicates,
 )
+from .context_loading import DEFAULT_LOAD_LIMIT, LoadedSession, op_load_context
 from .errors import InvalidArgument
 from .layer_tables import item_table
 from .models import SessionInfo
@@ -164,6 +165,31 @@ class LifecycleMixin(OpRunner):
     async def atrack_access(self, session_id: str) -> SessionInfo:
         """Async :meth:`track_access`."""
         return await self._arun(self._op_track(session_id))
+
+    def load_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
+        """Load the sessions of this project, most relevant first: by tier (ACTIVE,
+        then RECENT, then ARCHIVED), then most recently accessed; EXPIRED sessions are
+        never loaded (see :mod:`tiermem.context_loading`).
+
+        Each load records an access of every session loaded, as :meth:`track_access`
+        does: it becomes ACTIVE, and ``tier_changed`` is sent after the commit for
+        those that were another tier.
+
+        Args:
+            limit: load at most this many sessions (``0``: none).
+
+        Returns:
+            The sessions as stored after the access, each with the tier it was
+            loaded from.
+
+        Raises:
+            InvalidArgument: for a limit that is not an int >= 0 (before any SQL runs).
+        """
+        return self._run(op_load_context(self, limit))
+
+    async def aload_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
+        """Async :meth:`load_context`."""
+        return await self._arun(op_load_context(self, limit))
 
     # ------------------------------------------------------------------ tiers
 
