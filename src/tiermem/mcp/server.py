@@ -682,7 +682,8 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
                 )
                 for item in loaded
             ]
-            parts = [f"{len(sessions)} sessions of project {memory.project!r}"]
+            noun = "session" if len(sessions) == 1 else "sessions"
+            parts = [f"{len(sessions)} {noun} of project {memory.project!r}"]
             parts += [f"## {s.session_id} ({s.tier})\n{s.context}" for s in sessions]
             return LoadContextOut(project=memory.project, sessions=sessions), "\n\n".join(parts)
 
