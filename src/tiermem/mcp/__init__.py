@@ -1,6 +1,7 @@
 """tiermem as an MCP server (``tiermem mcp``; needs the ``mcp`` extra).
 
-:func:`~tiermem.mcp.server.build_server` makes the server and its tools;
+:func:`~tiermem.mcp.server.build_server` makes the server and its tools (their
+results are the models of :mod:`tiermem.mcp.results`);
 :func:`~tiermem.mcp.transport.serve` runs it over stdio or streamable HTTP.
 """
 

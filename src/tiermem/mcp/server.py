@@ -27,7 +27,6 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 import sqlalchemy as sa
@@ -45,12 +44,40 @@ from ..memory import ConversationMemory
 from ..models import MemoryEntry
 from ..rendering import context_text
 from ..tables import SessionRow
+from .results import (
+    AddMessageOut,
+    AddRuleOut,
+    AppendOut,
+    CompactOut,
+    ContextOut,
+    ExpandOut,
+    LayerHitOut,
+    LayerSearchOut,
+    LayerStatsOut,
+    LearnOut,
+    LoadContextOut,
+    LoadedOut,
+    MemoryStatsOut,
+    PruneOut,
+    RecalculateOut,
+    RecallOut,
+    RulesOut,
+    SearchHitOut,
+    SearchOut,
+    entry_line,
+    entry_out,
+    fact_out,
+    item_out,
+    memory_stats,
+    rule_out,
+)
 
 __all__ = [
     "READING_TOOLS",
     "WRITING_TOOLS",
     "MemoryTools",
     "build_server",
+    "tool_error",
 ]
 
 T = TypeVar("T")
@@ -77,8 +104,6 @@ WRITING_TOOLS = (
     "add_rule",
     "compact_layer",
 )
-#: ``get_memory_stats`` recommends a prune once this share of sessions or items is expired.
-EXPIRED_HINT_SHARE = 0.10
 #: The most sessions or hits one call returns.
 MAX_RESULTS = 1000
 
@@ -109,318 +134,6 @@ SessionId = Annotated[str, Field(description="Session id.")]
 Scope = Annotated[str, Field(description="Layer scope inside the project.")]
 Layer = Literal["working", "episodic", "semantic", "procedural"]
 Metadata = Annotated[dict[str, Any] | None, Field(description="JSON object stored with the item.")]
-
-# ---------------------------------------------------------------- output types
-
-
-class MemoryStatsOut(BaseModel):
-    """Tier distribution of a project's sessions and layer items, with health hints."""
-
-    project: str
-    total: int
-    active: int
-    recent: int
-    archived: int
-    expired: int
-    items: int
-    active_items: int
-    recent_items: int
-    archived_items: int
-    expired_items: int
-    expired_share: float = Field(description="Share of the sessions that are expired.")
-    prune_recommended: bool
-    hints: list[str]
-
-
-class RecalculateOut(BaseModel):
-    """How many sessions and layer items changed stored tier."""
-
-    project: str
-    updated: int
-
-
-class PruneOut(BaseModel):
-    """How many expired sessions and layer items were (or would be) deleted."""
-
-    project: str
-    deleted: int = Field(description="Deleted, or with dry_run, that would be.")
-    dry_run: bool
-
-
-class LoadedOut(BaseModel):
-    """A loaded session, with its context as a model would get it."""
-
-    session_id: str
-    tier: str = Field(description="The tier it was loaded from.")
-    last_accessed: datetime
-    access_count: int
-    total_entries: int
-    context_tokens: int
-    context: str
-
-
-class LoadContextOut(BaseModel):
-    """Sessions, most relevant first (ACTIVE, RECENT, ARCHIVED, then recency)."""
-
-    project: str
-    sessions: list[LoadedOut]
-
-
-class EntryOut(BaseModel):
-    """A stored conversation entry."""
-
-    id: int
-    session_id: str
-    seq: int
-    type: str
-    role: str
-    content: str
-    timestamp: datetime
-    token_count: int
-    compressed: bool
-    summary_id: int | None
-    pinned: bool
-    metadata: dict[str, Any]
-
-
-class AddMessageOut(BaseModel):
-    """The stored message."""
-
-    entry: EntryOut
-
-
-class ContextOut(BaseModel):
-    """The budgeted context of a session: summaries, then recent entries."""
-
-    session_id: str
-    context: str
-
-
-class SearchHitOut(BaseModel):
-    """A matching entry and its score."""
-
-    score: float
-    entry: EntryOut
-
-
-class SearchOut(BaseModel):
-    """Matching entries, best first."""
-
-    hits: list[SearchHitOut]
-
-
-class ExpandOut(BaseModel):
-    """The original entries a summary covers."""
-
-    summary_id: int
-    entries: list[EntryOut]
-
-
-class ItemOut(BaseModel):
-    """A layer item."""
-
-    id: int
-    scope: str
-    type: str
-    content: str
-    key: str | None
-    metadata: dict[str, Any]
-    token_count: int
-    created_at: datetime
-    updated_at: datetime
-    last_accessed: datetime
-    access_count: int
-    memory_tier: str
-
-
-class AppendOut(BaseModel):
-    """The stored item."""
-
-    item: ItemOut
-
-
-class LayerHitOut(BaseModel):
-    """A matching layer item and its score."""
-
-    score: float
-    item: ItemOut
-
-
-class LayerSearchOut(BaseModel):
-    """Matching items of a layer, best first."""
-
-    hits: list[LayerHitOut]
-
-
-class FactOut(BaseModel):
-    """A semantic fact."""
-
-    key: str
-    value: str
-    metadata: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    last_accessed: datetime
-    access_count: int
-    memory_tier: str
-
-
-class LearnOut(BaseModel):
-    """The stored fact."""
-
-    fact: FactOut
-
-
-class RecallOut(BaseModel):
-    """The fact stored under a key, if any (expired facts are not returned)."""
-
-    found: bool
-    fact: FactOut | None
-
-
-class RuleOut(BaseModel):
-    """A procedural rule: when ``condition`` holds, do ``action``."""
-
-    id: int
-    condition: str
-    action: str
-    metadata: dict[str, Any]
-    created_at: datetime
-    last_accessed: datetime
-    access_count: int
-    memory_tier: str
-    score: float
-
-
-class AddRuleOut(BaseModel):
-    """The stored rule."""
-
-    rule: RuleOut
-
-
-class RulesOut(BaseModel):
-    """Matching rules, best first."""
-
-    rules: list[RuleOut]
-
-
-class CompactOut(BaseModel):
-    """What a layer compaction did."""
-
-    layer: str
-    removed: int
-    kept: int
-    summary: ItemOut | None
-
-
-class LayerStatsOut(BaseModel):
-    """Sizes of a scope's layers."""
-
-    scope: str
-    working_memory_tokens: int
-    episodic_entry_count: int
-    semantic_entry_count: int
-    procedural_rule_count: int
-    total_storage_bytes: int
-
-
-# ---------------------------------------------------------------- conversions
-
-
-def _entry(entry: MemoryEntry) -> EntryOut:
-    return EntryOut(
-        id=entry.id,
-        session_id=entry.session_id,
-        seq=entry.seq,
-        type=entry.type.value,
-        role=entry.role,
-        content=entry.content,
-        timestamp=entry.timestamp,
-        token_count=entry.token_count,
-        compressed=entry.compressed,
-        summary_id=entry.summary_id,
-        pinned=entry.pinned,
-        metadata=dict(entry.metadata),
-    )
-
-
-def _item(item: LayerItem) -> ItemOut:
-    return ItemOut(
-        id=item.id,
-        scope=item.scope,
-        type=item.type.value,
-        content=item.content,
-        key=item.key,
-        metadata=dict(item.metadata),
-        token_count=item.token_count,
-        created_at=item.created_at,
-        updated_at=item.updated_at,
-        last_accessed=item.last_accessed,
-        access_count=item.access_count,
-        memory_tier=item.memory_tier,
-    )
-
-
-def _fact(fact: KnowledgeEntry) -> FactOut:
-    return FactOut(
-        key=fact.key,
-        value=fact.value,
-        metadata=dict(fact.metadata),
-        created_at=fact.created_at,
-        updated_at=fact.updated_at,
-        last_accessed=fact.last_accessed,
-        access_count=fact.access_count,
-        memory_tier=fact.memory_tier,
-    )
-
-
-def _rule(rule: Rule) -> RuleOut:
-    return RuleOut(
-        id=rule.id,
-        condition=rule.condition,
-        action=rule.action,
-        metadata=dict(rule.metadata),
-        created_at=rule.created_at,
-        last_accessed=rule.last_accessed,
-        access_count=rule.access_count,
-        memory_tier=rule.memory_tier,
-        score=rule.score,
-    )
-
-
-def _entry_line(entry: EntryOut) -> str:
-    return f"[{entry.session_id} #{entry.seq}] {entry.role}: {entry.content}"
-
-
-def _share(count: int, total: int) -> float:
-    return count / total if total else 0.0
-
-
-def memory_stats(project: str, tiers: TierStats) -> MemoryStatsOut:
-    """``TierStats`` with the health indicators ``get_memory_stats`` adds."""
-    hints: list[str] = []
-    prune = False
-    for expired, total, what in (
-        (tiers.expired, tiers.total, "sessions"),
-        (tiers.expired_items, tiers.items, "layer items"),
-    ):
-        if expired and expired >= EXPIRED_HINT_SHARE * total:
-            prune = True
-            hints.append(
-                f"{expired} {what} ({_share(expired, total):.1%}) are expired: "
-                "prune_expired_contexts deletes them"
-            )
-    if not tiers.total and not tiers.items:
-        hints.append("no sessions in this project yet")
-    elif tiers.total and not tiers.active:
-        hints.append("no active sessions: none was read or written within the active window")
-    return MemoryStatsOut(
-        project=project,
-        expired_share=_share(tiers.expired, tiers.total),
-        prune_recommended=prune,
-        hints=hints,
-        **{name: getattr(tiers, name) for name in TierStats.__dataclass_fields__},
-    )
 
 
 def _result(model: BaseModel, text: str) -> CallToolResult:
@@ -703,8 +416,8 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         the session's compression."""
 
         def present(memory: ConversationMemory, entry: MemoryEntry) -> tuple[BaseModel, str]:
-            out = _entry(entry)
-            return AddMessageOut(entry=out), f"stored {_entry_line(out)}"
+            out = entry_out(entry)
+            return AddMessageOut(entry=out), f"stored {entry_line(out)}"
 
         return await tools.call(
             project,
@@ -737,9 +450,9 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         best first (text relevance, recency and tier boosts). Records no access."""
 
         def present(memory: ConversationMemory, hits: list[Any]) -> tuple[BaseModel, str]:
-            out = [SearchHitOut(score=hit.score, entry=_entry(hit.entry)) for hit in hits]
+            out = [SearchHitOut(score=hit.score, entry=entry_out(hit.entry)) for hit in hits]
             lines = [f"{len(out)} hits"] + [
-                f"{hit.score:.3f} {_entry_line(hit.entry)}" for hit in out
+                f"{hit.score:.3f} {entry_line(hit.entry)}" for hit in out
             ]
             return SearchOut(hits=out), "\n".join(lines)
 
@@ -755,9 +468,9 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         def present(
             memory: ConversationMemory, entries: list[MemoryEntry]
         ) -> tuple[BaseModel, str]:
-            out = [_entry(entry) for entry in entries]
+            out = [entry_out(entry) for entry in entries]
             lines = [f"summary {summary_id} covers {len(out)} entries"]
-            lines += [_entry_line(entry) for entry in out]
+            lines += [entry_line(entry) for entry in out]
             return ExpandOut(summary_id=summary_id, entries=out), "\n".join(lines)
 
         return await tools.call(project, lambda m: m.aexpand_summary(summary_id), present)
@@ -774,7 +487,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         """Store an episode in the episodic layer of a scope."""
 
         def present(memory: ConversationMemory, item: LayerItem) -> tuple[BaseModel, str]:
-            return AppendOut(item=_item(item)), f"stored episode {item.id}: {item.content}"
+            return AppendOut(item=item_out(item)), f"stored episode {item.id}: {item.content}"
 
         return await tools.call(
             project,
@@ -794,7 +507,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         an access. Expired items are never returned."""
 
         def present(memory: ConversationMemory, hits: list[Any]) -> tuple[BaseModel, str]:
-            out = [LayerHitOut(score=hit.score, item=_item(hit.item)) for hit in hits]
+            out = [LayerHitOut(score=hit.score, item=item_out(hit.item)) for hit in hits]
             lines = [f"{len(out)} hits in {layer}"]
             lines += [f"{hit.score:.3f} [{hit.item.id}] {hit.item.content}" for hit in out]
             return LayerSearchOut(hits=out), "\n".join(lines)
@@ -814,7 +527,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         """Store a semantic fact under a key, replacing an earlier value."""
 
         def present(memory: ConversationMemory, fact: KnowledgeEntry) -> tuple[BaseModel, str]:
-            return LearnOut(fact=_fact(fact)), f"learned {fact.key}: {fact.value}"
+            return LearnOut(fact=fact_out(fact)), f"learned {fact.key}: {fact.value}"
 
         return await tools.call(
             project, lambda m: m.layers(scope).alearn(key, value, metadata), present
@@ -834,7 +547,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         ) -> tuple[BaseModel, str]:
             if fact is None:
                 return RecallOut(found=False, fact=None), f"no fact under {key!r}"
-            return RecallOut(found=True, fact=_fact(fact)), f"{fact.key}: {fact.value}"
+            return RecallOut(found=True, fact=fact_out(fact)), f"{fact.key}: {fact.value}"
 
         return await tools.call(project, lambda m: m.layers(scope).arecall(key), present)
 
@@ -850,7 +563,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
 
         def present(memory: ConversationMemory, rule: Rule) -> tuple[BaseModel, str]:
             return AddRuleOut(
-                rule=_rule(rule)
+                rule=rule_out(rule)
             ), f"rule {rule.id}: when {rule.condition}: {rule.action}"
 
         return await tools.call(
@@ -868,7 +581,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         scores; each is an access."""
 
         def present(memory: ConversationMemory, rules: list[Rule]) -> tuple[BaseModel, str]:
-            out = [_rule(rule) for rule in rules]
+            out = [rule_out(rule) for rule in rules]
             lines = [f"{len(out)} rules"]
             lines += [f"{r.score:.3f} when {r.condition}: {r.action}" for r in out]
             return RulesOut(rules=out), "\n".join(lines)
@@ -892,7 +605,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         semantic facts are left alone."""
 
         def present(memory: ConversationMemory, done: Any) -> tuple[BaseModel, str]:
-            summary = None if done.summary is None else _item(done.summary)
+            summary = None if done.summary is None else item_out(done.summary)
             out = CompactOut(
                 layer=done.type.value, removed=done.removed, kept=done.kept, summary=summary
             )
