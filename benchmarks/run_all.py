@@ -23,6 +23,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("tiers", "tiers_bench.py", []),
     ("layers", "layers_bench.py", []),
     ("agents", "agents_side_by_side.py", []),
+    ("mcp-startup", "mcp_startup.py", []),
 ]
 QUICK_ARGS: dict[str, list[str]] = {
     "side-by-side": ["--quick"],
@@ -30,6 +31,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "tiers": ["--sessions", "100000", "--expired", "10000"],
     "layers": ["--items", "100000"],
     "agents": ["--turns", "200"],
+    "mcp-startup": ["--runs", "3"],
 }
 
 

@@ -16,6 +16,7 @@ from .tokens import TokenCounter
 from .types import (
     CompressionResult,
     EntryType,
+    LoadedSession,
     MemoryConfig,
     MemoryEntry,
     MemorySummary,
@@ -35,6 +36,7 @@ __all__ = [
     "ConversationMemory",
     "Database",
     "EntryType",
+    "LoadedSession",
     "MemoryConfig",
     "MemoryEntry",
     "MemorySummary",

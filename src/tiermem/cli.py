@@ -3,7 +3,8 @@
 Exit codes: 0 success, 1 an error (one line on stderr, never a traceback), 2 bad
 usage, 3 ``doctor`` found broken invariants. Every command but ``demo`` (which
 takes ``--db``) takes ``--url`` (default: the embedded SQLite file ``tiermem.db``);
-those that read or write sessions take ``--project``. The maintenance commands
+those that read or write sessions take ``--project``. ``mcp`` serves the memory's
+tools to MCP clients (the ``mcp`` extra). The maintenance commands
 (``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing on success.
 
 Looking is not using: the read-only commands (``sessions``, ``show``, ``stats``,
@@ -443,6 +444,59 @@ def prune(
             f"{verb} {count} expired sessions and layer items of project {project!r}",
             markup=False,
         )
+
+
+# ------------------------------------------------------------------ MCP server
+
+
+@app.command("mcp")
+def mcp_command(
+    url: UrlOption = None,
+    project: ProjectOption = "default",
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+            "(a loopback HOST unless --allow-remote).",
+        ),
+    ] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="Serve only the reading tools; never create the database or its tables.",
+        ),
+    ] = False,
+    all_projects: Annotated[
+        bool,
+        typer.Option("--all-projects", help="Let tools name any project, not only --project."),
+    ] = False,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Let --http listen on a non-loopback address (there is no authentication).",
+        ),
+    ] = False,
+) -> None:
+    """Serve the memory to MCP clients (needs the mcp extra): over stdio by default,
+    or streamable HTTP with --http. Tools: get_memory_stats,
+    recalculate_memory_tiers, prune_expired_contexts, load_context, add_message,
+    get_context, search_memory, expand_summary, append_episode, search_layer, learn,
+    recall, add_rule, match_rules, compact_layer, layer_stats. A tool's error is
+    returned to the client as a tool error; the server keeps serving."""
+    try:
+        from .mcp import parse_http_address, serve
+    except ModuleNotFoundError:
+        fail("the mcp command needs the mcp extra: pip install 'tiermem[mcp]'")
+    with reported():
+        address = None if http is None else parse_http_address(http, allow_remote=allow_remote)
+        if read_only:
+            check_exists(url)  # no connection yet: an unreachable database is a tool error
+        memory = ConversationMemory(url, project=project)
+    serve(memory, read_only=read_only, all_projects=all_projects, http=address)
 
 
 def main() -> None:

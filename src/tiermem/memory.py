@@ -26,7 +26,7 @@ from ._core.render import SUMMARY_HEADER
 from ._core.runner import arun, run
 from ._ops import compress as compressing
 from ._ops import read, tiers, transfer, write
-from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
+from ._ops.tiers import DEFAULT_LOAD_LIMIT, DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
 from ._storage.database import Database
 from .errors import InvalidArgument
 from .layers import LayeredMemory, LayerRegistry
@@ -35,6 +35,7 @@ from .tiers import MemoryTier
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .types import (
     CompressionResult,
+    LoadedSession,
     MemoryConfig,
     MemoryEntry,
     MemorySummary,
@@ -143,8 +144,7 @@ class ConversationMemory:
         return self._context.database
 
     def set_summarizer(self, summarizer: SummarizerLike | None) -> None:
-        """Use ``summarizer`` (chat model, Runnable or callable) from now on;
-        ``None`` selects the heuristic summary."""
+        """Compress with ``summarizer`` from now on (``None``: the heuristic)."""
         if (
             summarizer is not None
             and not callable(summarizer)
@@ -159,8 +159,8 @@ class ConversationMemory:
         return self._context.config
 
     def on(self, name: str, receiver: Callable[..., Any]) -> Callable[[], None]:
-        """Connect ``receiver`` to signal ``name`` for this instance only, holding it
-        strongly (a lambda works). Returns a callable that disconnects it."""
+        """Connect ``receiver`` to signal ``name`` of this memory only, held strongly;
+        returns a callable that disconnects it."""
         sig = signals.signal(name)
         sig.connect(receiver, sender=self, weak=False)
 
@@ -170,8 +170,7 @@ class ConversationMemory:
         return disconnect
 
     def history(self, session_id: str) -> TieredChatMessageHistory:
-        """A LangChain ``BaseChatMessageHistory`` over one session
-        (usable as ``get_session_history`` of ``RunnableWithMessageHistory``)."""
+        """A LangChain ``BaseChatMessageHistory`` over one session."""
         from .history import TieredChatMessageHistory  # deprecated base class: load lazily
 
         return TieredChatMessageHistory(self, validate_session_id(session_id))
@@ -454,6 +453,16 @@ class ConversationMemory:
     async def atrack_access(self, session_id: str) -> SessionInfo:
         """Async :meth:`track_access`."""
         return await arun(tiers.track(self._context, session_id))
+
+    def load_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
+        """The project's sessions, most relevant first (ACTIVE, RECENT, then ARCHIVED,
+        each most recently accessed first; never EXPIRED), each load recorded as an
+        access; returns them as stored after it, with the tier they were loaded from."""
+        return run(tiers.load_context(self._context, limit))
+
+    async def aload_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
+        """Async :meth:`load_context`."""
+        return await arun(tiers.load_context(self._context, limit))
 
     def recalculate_tiers(
         self,

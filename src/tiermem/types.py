@@ -13,12 +13,13 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from .errors import InvalidArgument
-from .tiers import TierPolicy, _check_field_names, _KeywordChecked
+from .tiers import MemoryTier, TierPolicy, _check_field_names, _KeywordChecked
 
 __all__ = [
     "MAX_DURATION_SECONDS",
     "CompressionResult",
     "EntryType",
+    "LoadedSession",
     "MemoryConfig",
     "MemoryEntry",
     "MemorySummary",
@@ -277,3 +278,18 @@ class TierStats:
     recent_items: int = 0
     archived_items: int = 0
     expired_items: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSession:
+    """A session ``load_context`` loaded.
+
+    Attributes:
+        session: the session as stored after this load (tier ACTIVE, the access
+            counted).
+        tier: the tier it was loaded from: the one its ``last_accessed`` gave
+            before this load (ACTIVE, RECENT or ARCHIVED; never EXPIRED).
+    """
+
+    session: SessionInfo
+    tier: MemoryTier

@@ -263,7 +263,7 @@ def test_import_of_oversized_export(
     monkeypatch: pytest.MonkeyPatch, memory: ConversationMemory
 ) -> None:
     """An export over the size cap is refused before it is parsed."""
-    from tiermem._ops import transfer as state
+    from tiermem import state
 
     data = json.dumps(_valid(memory))
     monkeypatch.setattr(state, "MAX_IMPORT_BYTES", len(data) - 1)

@@ -239,6 +239,9 @@ SPECS: dict[str, Spec] = {
         ],
         setup=compressed,
     ),
+    "memory.load_context": Spec(
+        [call(), call(1), call(0), call(-1), call(True), call("2")], setup=aged
+    ),
     "memory.least_recently_used": Spec(
         [
             call("archived"),

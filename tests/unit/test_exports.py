@@ -12,6 +12,7 @@ EXPECTED = [
     "ConversationMemory",
     "Database",
     "EntryType",
+    "LoadedSession",
     "MemoryConfig",
     "MemoryEntry",
     "MemorySummary",

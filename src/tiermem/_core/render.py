@@ -142,7 +142,7 @@ def render_messages(
     counter: TokenCounter | None = None,
 ) -> list[BaseMessage]:
     """The summary message (if any) followed by the active messages, provider-valid;
-    with ``max_tokens`` (and ``counter``), cut to fit it (see :mod:`tiermem.budget`).
+    with ``max_tokens`` (and ``counter``), cut to fit it (see :mod:`tiermem._core.budget`).
 
     Raises:
         BudgetExceeded: when pinned context alone does not fit ``max_tokens``.
@@ -206,7 +206,7 @@ def context_text(
 ) -> str:
     """The seed's plain-text context: summaries with time ranges, then recent entries;
     with ``max_tokens`` (and ``counter``), cut to fit it as counted by
-    :meth:`TokenCounter.count_text` (see :mod:`tiermem.budget`)."""
+    :meth:`TokenCounter.count_text` (see :mod:`tiermem._core.budget`)."""
     summary_lines = [_summary_line(summary) for summary in summaries]
     entry_lines = [_entry_line(entry) for entry in entries]
     whole = _context(summary_lines, entry_lines, [])

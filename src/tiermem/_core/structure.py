@@ -1,12 +1,12 @@
 """The structural rules of one session, shared by import validation and the doctor.
 
-An import (:mod:`tiermem.state`) and ``find_violations`` (:mod:`tiermem.invariants`)
+An import (:mod:`tiermem._ops.transfer`) and ``find_violations`` (:mod:`tiermem._storage.checks`)
 must agree on what a valid session is, so both describe the session as plain
 facts (:class:`EntryFacts`, :class:`SummaryFacts`: from an export, or from the
 rows of a store) and run :func:`session_problems` over them. The import refuses
 the first problem with its JSON path; the doctor reports every one. Checks
 that only rows can fail (orphans, counters, seq allocation, tiers, claims,
-deserialization) stay in :mod:`tiermem.invariants`.
+deserialization) stay in :mod:`tiermem._storage.checks`.
 
 The rules:
 

@@ -44,6 +44,7 @@ from .._storage.tiers import (
     count_expired,
     cutoffs,
     least_recently_used,
+    load_sessions,
     prune_batch,
     recalculate_batch,
     session_info,
@@ -51,12 +52,14 @@ from .._storage.tiers import (
 )
 from ..errors import InvalidArgument
 from ..tiers import MemoryTier
-from ..types import SessionInfo, TierStats
+from ..types import LoadedSession, SessionInfo, TierStats
 
 __all__ = [
+    "DEFAULT_LOAD_LIMIT",
     "DEFAULT_PRUNE_BATCH",
     "DEFAULT_RECALC_BATCH",
     "Progress",
+    "load_context",
     "lru",
     "prune",
     "recalculate",
@@ -64,6 +67,8 @@ __all__ = [
     "track",
 ]
 
+#: Sessions ``load_context`` returns when no limit is given.
+DEFAULT_LOAD_LIMIT = 10
 #: Sessions (a pk range) or layer items (an id range) whose tier one
 #: ``recalculate_tiers`` transaction examines.
 DEFAULT_RECALC_BATCH = 20_000
@@ -104,6 +109,37 @@ def track(ctx: MemoryContext, session_id: str) -> Op[SessionInfo]:
     woken, info = yield from ctx.transact(work)
     yield from ctx.woken(session_id, woken)
     return info
+
+
+def load_context(ctx: MemoryContext, limit: int) -> Op[list[LoadedSession]]:
+    """Load the project's sessions that are not expired, by tier (ACTIVE, RECENT,
+    ARCHIVED) then recency, recording an access of each.
+
+    A tier is a range of ``last_accessed``, so that order is ``last_accessed``
+    descending, served by the ``(project, last_accessed)`` index. EXPIRED sessions are
+    never loaded: loading one would revive what ``prune_expired`` is about to delete.
+    The accesses are one set-based ``UPDATE`` in the transaction that picked the
+    sessions (re-checking expiry); ``tier_changed`` is sent once, after the commit.
+    There is no query, so no relevance score: the tier order is what the tier boosts
+    of :func:`~tiermem.tiers.tier_boost` amount to among equally relevant sessions.
+    """
+    if check_int("limit", limit) == 0:
+        return []
+    moment = ctx.moment()
+    cut = cutoffs(moment, ctx.config.tier_policy)
+    loaded, woken = yield from ctx.transact(
+        lambda conn: load_sessions(
+            conn,
+            project=ctx.project,
+            cut=cut,
+            limit=min(limit, MAX_SQL_INT),
+            server_time=ctx.database.server_time,
+        )
+    )
+    if woken:
+        payload = {"session_ids": woken, "tier": MemoryTier.ACTIVE.value, "project": ctx.project}
+        yield from ctx.emit([("tier_changed", payload)])
+    return loaded
 
 
 def recalculate(

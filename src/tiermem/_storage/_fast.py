@@ -13,7 +13,7 @@ Nothing else changes: the engine's ``before_cursor_execute`` and
 ``after_cursor_execute`` listeners are called with every statement (so
 instrumentation and fault injection see the same statements), and driver
 errors are raised as SQLAlchemy's ``DBAPIError``, as ``Connection.execute``
-raises them, for :meth:`tiermem.db.Database.run` to translate. On PostgreSQL
+raises them, for :meth:`tiermem._storage.database.Database.run` to translate. On PostgreSQL
 every statement goes through ``Connection.execute``: its disconnect detection
 invalidates the pool's dead connections, and there the network round trip, not
 Python, is the cost.

@@ -11,7 +11,6 @@ escape: they become :mod:`tiermem.errors` types with the original as cause.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -405,9 +404,3 @@ def _create_engine(url: str, lock_timeout: float) -> Engine:
     except exc.ArgumentError as error:
         raise InvalidArgument(f"bad database url: {error}") from error
 
-
-def validate_identifier(name: str) -> str:
-    """Return ``name`` if it is a safe SQL identifier (for schema or prefix options)."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name):
-        raise InvalidArgument(f"not a safe SQL identifier: {name!r}")
-    return name

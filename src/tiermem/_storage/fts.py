@@ -1,7 +1,7 @@
 """Full-text indexes: SQLite FTS5 and PostgreSQL ``tsvector``, kept in step in SQL.
 
 Each indexed table is described by an :class:`FtsIndex`. :func:`install` (an
-``after_create`` hook of :func:`tiermem.tables.create_tables`, so
+``after_create`` hook of :func:`tiermem._storage.schema.create_tables`, so
 ``Database.ensure_schema`` and the migrations run it) creates, idempotently:
 
 * on SQLite, a view that yields the indexed text of each row, an
@@ -12,7 +12,7 @@ Each indexed table is described by an :class:`FtsIndex`. :func:`install` (an
   record the row in a ``<name>_pending`` table, and :func:`flush` indexes the
   pending rows in one statement. FTS5 pays a fixed cost per transaction that
   writes to it, several times SQLite's cost of the row itself, so entries are
-  indexed every few appends (see ``tiermem.store.FTS_BATCH``) instead of in each;
+  indexed every few appends (see ``tiermem._storage.store.FTS_BATCH``) instead of in each;
   search flushes first, so it always sees every committed entry. The view
   leaves pending rows out, so the index always equals its content;
 * on PostgreSQL, a ``GENERATED ALWAYS ... STORED`` ``tsvector`` column on the
@@ -33,7 +33,7 @@ addresses as single tokens), lower-case it and keep diacritics.
 Queries are text, never syntax: :func:`tokenize` reduces any string to words
 (letters and digits); each word is matched on its own as a quoted FTS5
 string or a quoted ``to_tsquery`` lexeme, and ranking happens in
-:mod:`tiermem.search`.
+:mod:`tiermem._storage.search`.
 """
 
 from __future__ import annotations

@@ -285,7 +285,7 @@ def search_items(
     policy: TierPolicy,
 ) -> list[tuple[RowMapping, float]]:
     """The best ``limit`` items of a layer containing any of ``words`` with their
-    scores, best first (:func:`tiermem.search.rank`); each hit's access is recorded.
+    scores, best first (:func:`tiermem._storage.search.rank`); each hit's access is recorded.
     Expired items are never candidates."""
     since = live_since(now, policy)
     candidates, total = _candidates(conn, pk, layer, words, since)

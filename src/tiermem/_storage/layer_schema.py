@@ -9,8 +9,8 @@ in-process and has none.
   rule's condition; ``content`` is the text, the value or the action.
 
 Importing this module registers both tables with
-:func:`tiermem.tables.create_tables` and the item table's full-text index
-with :mod:`tiermem.fts`.
+:func:`tiermem._storage.schema.create_tables` and the item table's full-text index
+with :mod:`tiermem._storage.fts`.
 """
 
 from __future__ import annotations

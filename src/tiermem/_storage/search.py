@@ -2,7 +2,7 @@
 the ranking every search shares (entries, layer items, working memory).
 
 The database finds, for each query word, the rows containing it (see
-:mod:`tiermem.fts`); each matching row is a :class:`Candidate` with a bit
+:mod:`tiermem._storage.fts`); each matching row is a :class:`Candidate` with a bit
 mask of its words. Each scores
 
 * its text relevance: the sum of the inverse document frequencies (BM25's

@@ -37,7 +37,7 @@ from .schema import dialect_insert, entry_table, session_table, summary_table
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
 
-#: Entries are indexed for search in batches (:mod:`tiermem.fts`): an append
+#: Entries are indexed for search in batches (:mod:`tiermem._storage.fts`): an append
 #: indexes every pending entry when the ids it was given cross a multiple of this.
 #: Ids are shared by all sessions, so a flush comes every 64 entries stored
 #: anywhere and never finds more than about 64 pending, however many short

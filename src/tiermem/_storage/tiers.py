@@ -1,4 +1,4 @@
-"""Set-based statements of the access-tier operations (:mod:`tiermem.lifecycle`).
+"""Set-based statements of the access-tier operations (:mod:`tiermem._ops.tiers`).
 
 Every function runs on a connection inside the transaction ``Database.run``
 opened and touches rows only through single statements over a pk range, a
@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Row
 from .._core.clock import as_utc
 from ..errors import StorageBusy
 from ..tiers import MemoryTier, TierPolicy
-from ..types import SessionInfo
+from ..types import LoadedSession, SessionInfo
 from . import failpoints as _failpoints
 from .layer_schema import in_project, item_table
 from .schema import entry_table, session_table, summary_table
@@ -32,6 +32,7 @@ __all__ = [
     "count_expired",
     "cutoffs",
     "least_recently_used",
+    "load_sessions",
     "prune_batch",
     "recalculate_batch",
     "session_info",
@@ -234,3 +235,51 @@ def prune_batch(
         if deleted != len(doomed):
             raise StorageBusy("sessions were accessed while being pruned; nothing was deleted")
     return tuple(row.session_id for row in rows)
+
+
+def load_sessions(
+    conn: Connection, *, project: str, cut: Cutoffs, limit: int, server_time: bool
+) -> tuple[list[LoadedSession], tuple[str, ...]]:
+    """Pick up to ``limit`` sessions of ``project`` that are not expired, by tier then
+    recency, and record an access of each (stamped ``cut.now``; on the server's
+    clock never before the session's creation, as :func:`store.touch` stamps it).
+
+    Returns:
+        The sessions loaded, in order, and the ids of those whose stored tier was
+        not ACTIVE before (they are ACTIVE now).
+    """
+    stamp = sa.func.greatest(cut.now, S.created_at) if server_time else cut.now
+    picked = conn.execute(
+        sa.select(S.pk, S.memory_tier, tier_case(cut).label("loaded_tier"))
+        .where(S.project == project, S.last_accessed >= cut.expired)
+        .order_by(S.last_accessed.desc(), S.pk.desc())
+        .limit(limit)
+    ).all()
+    if not picked:
+        return [], ()
+    rows = (
+        conn.execute(
+            sa.update(session_table)
+            .where(_among(conn, S.pk, [row.pk for row in picked]), S.last_accessed >= cut.expired)
+            .values(
+                last_accessed=stamp,
+                access_count=S.access_count + 1,
+                memory_tier=MemoryTier.ACTIVE.value,
+            )
+            .returning(session_table)
+        )
+        .mappings()
+        .all()
+    )
+    updated = {row["pk"]: row for row in rows}
+    loaded = [
+        LoadedSession(session_info(updated[row.pk]), MemoryTier(row.loaded_tier))
+        for row in picked
+        if row.pk in updated
+    ]
+    woken = tuple(
+        updated[row.pk]["session_id"]
+        for row in picked
+        if row.pk in updated and row.memory_tier != MemoryTier.ACTIVE.value
+    )
+    return loaded, woken

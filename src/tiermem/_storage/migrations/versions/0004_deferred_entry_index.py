@@ -1,7 +1,7 @@
 """Conversation entries are indexed for search in batches (SQLite).
 
 An appended entry is recorded in ``tiermem_entry_fts_pending`` and indexed by
-the next flush (every ``tiermem.store.FTS_BATCH`` entries stored, and before
+the next flush (every ``tiermem._storage.store.FTS_BATCH`` entries stored, and before
 every search) instead of inside its own transaction; the view behind the FTS5
 table leaves pending entries out. The upgrade rebuilds the entry index in that
 layout; PostgreSQL is unchanged.
