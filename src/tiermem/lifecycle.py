@@ -33,7 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _failpoints, layer_store, signals, store
+from . import _failpoints, document_store, layer_store, signals, store
 from ._messages import validate_session_id
 from ._ops import Emit, Op, OpRunner
 from ._tier_sql import (
@@ -83,6 +83,10 @@ class TierStats:
             same for the project's episodic, semantic and procedural items (every
             scope; working memory is not stored). Expired items are counted until
             ``prune_expired`` deletes them, though no read returns them.
+        documents / active_documents / recent_documents / archived_documents /
+            expired_documents: the same for the project's stored JSON documents
+            (``tiermem-langgraph``); a document is expired only once its time to
+            live has passed, never by age.
     """
 
     total: int
@@ -95,6 +99,11 @@ class TierStats:
     recent_items: int = 0
     archived_items: int = 0
     expired_items: int = 0
+    documents: int = 0
+    active_documents: int = 0
+    recent_documents: int = 0
+    archived_documents: int = 0
+    expired_documents: int = 0
 
 
 def _check_count(name: str, value: object, *, minimum: int = 0, allow_none: bool = False) -> None:
@@ -182,7 +191,10 @@ class LifecycleMixin(OpRunner):
             )
 
         sessions, items = self._db.run(clamp)
-        total = sum(last - first + 1 for first, last in filter(None, (sessions, items)))
+        documents = self._db.run(
+            partial(document_store.clamp_future_documents, project=project, cut=cut)
+        )
+        total = sum(last - first + 1 for first, last in filter(None, (sessions, items, documents)))
         changed = done = 0
         for low, high in _ranges(sessions, batch_size):
             # Session ids are read back only when someone listens for them.
@@ -207,6 +219,19 @@ class LifecycleMixin(OpRunner):
             changed += self._db.run(
                 partial(
                     layer_store.recalculate_item_batch, project=project, cut=cut, low=low, high=high
+                )
+            )
+            done += high - low + 1
+            if progress is not None:
+                progress(done, total)
+        for low, high in _ranges(documents, batch_size):
+            changed += self._db.run(
+                partial(
+                    document_store.recalculate_document_batch,
+                    project=project,
+                    cut=cut,
+                    low=low,
+                    high=high,
                 )
             )
             done += high - low + 1
@@ -271,6 +296,7 @@ class LifecycleMixin(OpRunner):
                 ),
             )
         ]
+        queries.append(document_store.tier_counts(project, cut))
         rows = self._db.run(
             lambda conn: [value for query in queries for value in conn.execute(query).one()],
             write=False,
@@ -336,14 +362,17 @@ class LifecycleMixin(OpRunner):
         if limit == 0:
             return 0
         project = self.project
-        cutoff = cutoffs(self._moment(), self.config.tier_policy).expired
+        cut = cutoffs(self._moment(), self.config.tier_policy)
+        cutoff = cut.expired
         planned = 0
         if dry_run or progress is not None:
 
             def count(conn: Connection) -> int:
-                return count_expired(
-                    conn, project=project, cutoff=cutoff
-                ) + layer_store.count_expired_items(conn, project=project, cutoff=cutoff)
+                return (
+                    count_expired(conn, project=project, cutoff=cutoff)
+                    + layer_store.count_expired_items(conn, project=project, cutoff=cutoff)
+                    + document_store.count_expired_documents(conn, project=project, now=cut.now)
+                )
 
             expired = self._db.run(count, write=False)
             planned = expired if limit is None else min(expired, limit)
@@ -372,6 +401,18 @@ class LifecycleMixin(OpRunner):
             yield Emit([("pruned", _pruned(project, items=items))])
             if progress is not None:
                 progress(removed, max(planned, removed))
+        while limit is None or removed < limit:
+            want = per_batch if limit is None else min(per_batch, limit - removed)
+            gone = self._db.run(
+                partial(
+                    document_store.prune_document_batch, project=project, now=cut.now, want=want
+                )
+            )
+            if not gone:
+                break
+            removed += len(gone)
+            if progress is not None:
+                progress(removed, max(planned, removed))
         return removed
 
     def prune_expired(
@@ -384,7 +425,8 @@ class LifecycleMixin(OpRunner):
     ) -> int:
         """Delete this project's expired sessions with their entries and summaries,
         then its expired layer items (episodic, semantic and procedural, of every
-        scope) with their full-text index rows.
+        scope) with their full-text index rows, then its stored JSON documents whose
+        time to live has passed (``tiermem-langgraph``; no signal).
 
         A session or item is expired when its *current* ``last_accessed``
         (re-checked by the ``DELETE`` itself) is strictly older than

@@ -1,0 +1,594 @@
+"""SQL of stored JSON documents (:mod:`tiermem.document_tables`).
+
+Every function runs on a connection inside the transaction ``Database.run``
+opened. Namespaces arrive as their stored text (labels joined with ``.``).
+
+* Reads never return a document whose ``expires_at`` has passed.
+* :func:`filter_clause` compiles a LangGraph-style filter (``{"a.b": 1}``,
+  ``{"n": {"$gt": 2}}``, ``$eq $ne $gt $gte $lt $lte``) into one SQL condition
+  (SQLite ``json_extract``/``json_type``, PostgreSQL ``jsonb`` operators): the
+  database evaluates it, never Python over rows.
+* A document's access tier follows its ``last_accessed`` like a session's,
+  except EXPIRED, which only a passed ``expires_at`` (a time to live) gives: a
+  document without one is never expired by age, as in LangGraph.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, RowMapping
+
+from . import fts
+from ._tier_sql import Cutoffs, _among
+from .document_tables import DOCUMENT_INDEX, document_table
+from .errors import InvalidArgument
+from .tiers import MemoryTier
+
+__all__ = [
+    "FILTER_OPERATORS",
+    "NewDocument",
+    "StoredDocument",
+    "clamp_future_documents",
+    "count_expired_documents",
+    "delete_documents",
+    "filter_clause",
+    "get_documents",
+    "list_namespace_texts",
+    "prune_document_batch",
+    "put_documents",
+    "recalculate_document_batch",
+    "search_documents",
+    "tier_counts",
+    "touch_documents",
+]
+
+D = document_table.c
+
+#: The comparison operators a filter may use.
+FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+_COLUMNS = (
+    D.id,
+    D.namespace,
+    D.key,
+    D.value,
+    D.created_at,
+    D.updated_at,
+    D.expires_at,
+    D.ttl_minutes,
+    D.last_accessed,
+    D.access_count,
+    D.memory_tier,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    """A document to write.
+
+    Attributes:
+        namespace: the namespace's stored text.
+        key: its key.
+        value: the JSON document.
+        indexed_text: what full-text search sees (``None``: nothing).
+        vectors: packed float32 embeddings, or ``None``.
+        ttl_minutes: its time to live (``None``: none).
+    """
+
+    namespace: str
+    key: str
+    value: Mapping[str, Any]
+    indexed_text: str | None
+    vectors: bytes | None
+    ttl_minutes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A stored document as read, with its access tier and a search's score."""
+
+    id: int
+    namespace: str
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    ttl_minutes: float | None
+    last_accessed: datetime
+    access_count: int
+    memory_tier: str
+    score: float | None = None
+    vectors: bytes | None = None
+
+
+def _utc(moment: datetime) -> datetime:
+    # SQLite keeps no offset: every stored time is UTC.
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _document(row: RowMapping, score: float | None = None) -> StoredDocument:
+    value = row["value"]
+    if isinstance(value, str):  # a driver that hands JSON back as text
+        value = json.loads(value)
+    expires = row["expires_at"]
+    return StoredDocument(
+        id=int(row["id"]),
+        namespace=row["namespace"],
+        key=row["key"],
+        value=value,
+        created_at=_utc(row["created_at"]),
+        updated_at=_utc(row["updated_at"]),
+        expires_at=None if expires is None else _utc(expires),
+        ttl_minutes=row["ttl_minutes"],
+        last_accessed=_utc(row["last_accessed"]),
+        access_count=int(row["access_count"]),
+        memory_tier=row["memory_tier"],
+        score=score,
+        vectors=row.get("vectors"),
+    )
+
+
+def live(now: Any) -> sa.ColumnElement[bool]:
+    """Documents whose time to live has not passed at ``now``."""
+    return sa.or_(D.expires_at.is_(None), D.expires_at > now)
+
+
+def under_prefix(prefix: str | None) -> sa.ColumnElement[bool]:
+    """Documents whose namespace is ``prefix`` or below it (``None``/empty: every one).
+
+    ``'/'`` follows ``'.'`` in byte order, so ``prefix.`` .. ``prefix/`` is exactly
+    the namespaces below ``prefix``: one range of the unique index.
+    """
+    if not prefix:
+        return sa.true()
+    low, high = sa.literal(prefix + ".", sa.Text), sa.literal(prefix + "/", sa.Text)
+    return sa.or_(D.namespace == prefix, sa.and_(D.namespace >= low, D.namespace < high))
+
+
+# --------------------------------------------------------------------------- filters
+
+
+def _segments(path: str) -> list[str]:
+    parts = path.split(".")
+    if not path or any(not part for part in parts):
+        raise InvalidArgument(f"filter key {path!r} must be dot-separated non-empty field names")
+    return parts
+
+
+class _Target:
+    """The JSON value at a path of ``value``, as SQL of one dialect."""
+
+    def __init__(self, dialect: str, segments: list[str | int]) -> None:
+        self.dialect = dialect
+        self.segments = segments
+
+    def child(self, segment: str | int) -> _Target:
+        return _Target(self.dialect, [*self.segments, segment])
+
+    # SQLite: a JSON path bound as a parameter; PostgreSQL: a text[] path for #>.
+    def _sqlite_path(self) -> str:
+        out = "$"
+        for segment in self.segments:
+            if isinstance(segment, int):
+                out += f"[{segment}]"
+            elif '"' in segment or "\\" in segment:
+                raise InvalidArgument(f"filter field {segment!r} may not contain quotes")
+            else:
+                out += f'."{segment}"'
+        return out
+
+    def json_type(self) -> sa.ColumnElement[str]:
+        if self.dialect == "sqlite":
+            return sa.func.json_type(D.value, self._sqlite_path())
+        return sa.func.jsonb_typeof(self.jsonb())
+
+    def jsonb(self) -> sa.ColumnElement[Any]:
+        path = sa.literal([str(s) for s in self.segments], postgresql.ARRAY(sa.Text))
+        return D.value.op("#>", return_type=postgresql.JSONB)(path)
+
+    def scalar(self) -> sa.ColumnElement[Any]:
+        """SQLite: the value as SQL (text, number); PostgreSQL: the value as text."""
+        if self.dialect == "sqlite":
+            return sa.func.json_extract(D.value, self._sqlite_path())
+        path = sa.literal([str(s) for s in self.segments], postgresql.ARRAY(sa.Text))
+        return D.value.op("#>>", return_type=sa.Text)(path)
+
+
+_TYPES = {
+    "sqlite": {"string": "text", "object": "object", "array": "array"},
+    "postgresql": {"string": "string", "object": "object", "array": "array"},
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _equals(target: _Target, expected: Any) -> sa.ColumnElement[bool]:
+    """The value at ``target`` matches ``expected``: nested objects match as subsets
+    (every given field), lists element by element, scalars by JSON equality."""
+    kind = target.json_type()
+    names = _TYPES[target.dialect]
+    if isinstance(expected, Mapping):
+        if any(str(name).startswith("$") for name in expected):
+            return _operators(target, expected)
+        return sa.and_(
+            kind == names["object"],
+            *(_equals(target.child(str(name)), inner) for name, inner in expected.items()),
+        )
+    if isinstance(expected, list | tuple):
+        if target.dialect == "sqlite":
+            length: sa.ColumnElement[bool] = sa.func.json_array_length(
+                D.value, target._sqlite_path()
+            ) == len(expected)
+        else:  # jsonb_array_length raises on a non-array: only ask arrays
+            length = sa.case(
+                (kind == "array", sa.func.jsonb_array_length(target.jsonb()) == len(expected)),
+                else_=sa.false(),
+            )
+        return sa.and_(
+            kind == names["array"],
+            length,
+            *(_equals(target.child(i), inner) for i, inner in enumerate(expected)),
+        )
+    if expected is None:  # absent or JSON null, as a dict's .get() sees it
+        return sa.or_(kind.is_(None), kind == "null")
+    if isinstance(expected, bool):
+        if target.dialect == "sqlite":
+            return kind == ("true" if expected else "false")
+        return sa.and_(kind == "boolean", target.scalar() == ("true" if expected else "false"))
+    if _is_number(expected):
+        return _compare(target, "=", expected)
+    if isinstance(expected, str):
+        return sa.and_(kind == names["string"], _text(target) == expected)
+    raise InvalidArgument(f"cannot filter on a {type(expected).__name__} value: {expected!r}")
+
+
+def _text(target: _Target) -> sa.ColumnElement[Any]:
+    value = target.scalar()
+    return value.collate("C") if target.dialect == "postgresql" else value
+
+
+def _compare(target: _Target, operator: str, operand: Any) -> sa.ColumnElement[bool]:
+    """A numeric comparison with a JSON number, or a byte-wise one with a JSON string."""
+    kind = target.json_type()
+    if _is_number(operand):
+        if target.dialect == "sqlite":
+            number = sa.cast(target.scalar(), sa.Float)
+            return sa.and_(kind.in_(("integer", "real")), number.op(operator)(float(operand)))
+        number = sa.cast(target.scalar(), postgresql.DOUBLE_PRECISION)
+        # A CASE: PostgreSQL does not promise to test the type before the cast.
+        return sa.case((kind == "number", number.op(operator)(float(operand))), else_=sa.false())
+    if isinstance(operand, str) and not isinstance(operand, bool):
+        return sa.and_(
+            kind == _TYPES[target.dialect]["string"], _text(target).op(operator)(operand)
+        )
+    raise InvalidArgument(
+        f"{operator!r} compares numbers or strings, got {type(operand).__name__} {operand!r}"
+    )
+
+
+_SQL_OPS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def _operators(target: _Target, spec: Mapping[str, Any]) -> sa.ColumnElement[bool]:
+    conditions = []
+    for operator, operand in spec.items():
+        if operator not in FILTER_OPERATORS:
+            known = ", ".join(sorted(FILTER_OPERATORS))
+            raise InvalidArgument(f"unsupported filter operator {operator!r} (use {known})")
+        if operator == "$eq":
+            conditions.append(_equals(target, operand))
+        elif operator == "$ne":
+            # Absent fields differ from every value, as in LangGraph's stores.
+            conditions.append(sa.not_(sa.func.coalesce(_equals(target, operand), sa.false())))
+        else:
+            conditions.append(_compare(target, _SQL_OPS[operator], operand))
+    return sa.and_(sa.true(), *conditions)
+
+
+def filter_clause(dialect: str, spec: Mapping[str, Any] | None) -> sa.ColumnElement[bool]:
+    """The SQL condition of a filter: every entry must hold.
+
+    Keys are field paths (``"a.b"``: field ``b`` of object ``a``); a value is
+    matched for equality (objects as subsets, lists element-wise), or is an object
+    of operators (``$eq $ne $gt $gte $lt $lte``; ordering operators compare numbers
+    numerically and strings byte-wise, never across types).
+
+    Raises:
+        InvalidArgument: for an unknown operator, an empty path segment or an
+            operand that cannot be compared.
+    """
+    if not spec:
+        return sa.true()
+    if not isinstance(spec, Mapping):
+        raise InvalidArgument(f"filter must be a mapping, got {type(spec).__name__}")
+    conditions = [
+        sa.func.coalesce(_equals(_Target(dialect, list(_segments(str(path)))), expected), False)
+        for path, expected in spec.items()
+    ]
+    return sa.and_(sa.true(), *conditions)
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def get_documents(
+    conn: Connection, *, project: str, wanted: Sequence[tuple[str, str]], now: datetime
+) -> dict[tuple[str, str], StoredDocument]:
+    """The live documents among ``wanted`` (namespace text, key), by their address."""
+    found: dict[tuple[str, str], StoredDocument] = {}
+    for namespace, key in dict.fromkeys(wanted):
+        row = (
+            conn.execute(
+                sa.select(*_COLUMNS).where(
+                    D.project == project, D.namespace == namespace, D.key == key, live(now)
+                )
+            )
+            .mappings()
+            .first()
+        )
+        if row is not None:
+            found[(namespace, key)] = _document(row)
+    return found
+
+
+def touch_documents(
+    conn: Connection, documents: Sequence[StoredDocument], *, now: datetime, refresh: bool
+) -> None:
+    """Record an access of each document (``last_accessed``, ``access_count``, tier
+    ACTIVE); with ``refresh``, restart the time to live of those that have one."""
+    if not documents:
+        return
+    ids = sorted({document.id for document in documents})
+    conn.execute(
+        sa.update(document_table)
+        .where(_among(conn, D.id, ids))
+        .values(
+            last_accessed=now,
+            access_count=D.access_count + 1,
+            memory_tier=MemoryTier.ACTIVE.value,
+        )
+    )
+    if not refresh:
+        return
+    by_ttl: dict[float, list[int]] = {}
+    for document in documents:
+        if document.ttl_minutes is not None:
+            by_ttl.setdefault(document.ttl_minutes, []).append(document.id)
+    for ttl, chosen in by_ttl.items():  # one statement per distinct time to live
+        conn.execute(
+            sa.update(document_table)
+            .where(_among(conn, D.id, sorted(set(chosen))))
+            .values(expires_at=now + timedelta(minutes=ttl))
+        )
+
+
+def search_documents(
+    conn: Connection,
+    *,
+    project: str,
+    prefix: str | None,
+    spec: Mapping[str, Any] | None,
+    words: Sequence[str],
+    limit: int | None,
+    offset: int,
+    now: datetime,
+    with_vectors: bool = False,
+) -> list[StoredDocument]:
+    """Live documents under ``prefix`` that pass ``spec``; with ``words``, only those
+    whose indexed text holds one of them, best match first (``score`` set: SQLite's
+    ``-bm25``, PostgreSQL's ``ts_rank``), else most recently updated first."""
+    dialect = conn.dialect.name
+    columns: list[Any] = list(_COLUMNS)
+    if with_vectors:
+        columns.append(D.vectors)
+    where = [D.project == project, under_prefix(prefix), live(now), filter_clause(dialect, spec)]
+    score: sa.ColumnElement[Any] | None = None
+    query: Any
+    if words and dialect == "sqlite":
+        fts_table = sa.table(DOCUMENT_INDEX.name, sa.column("rowid"))
+        match = " OR ".join(fts.fts5_query(word) for word in words)
+        name: sa.ColumnElement[Any] = sa.literal_column(DOCUMENT_INDEX.name)
+        score = -sa.func.bm25(name)
+        query = (
+            sa.select(*columns, score.label("score"))
+            .select_from(fts_table.join(document_table, D.id == fts_table.c.rowid))
+            .where(name.op("MATCH")(match), *where)
+        )
+    elif words:
+        vector: sa.ColumnElement[Any] = sa.literal_column(f"{document_table.name}.fts")
+        tsquery = sa.func.to_tsquery(
+            sa.literal_column("'simple'::regconfig"), fts.tsquery_any(words)
+        )
+        score = sa.func.ts_rank(vector, tsquery)
+        query = sa.select(*columns, score.label("score")).where(vector.op("@@")(tsquery), *where)
+    else:
+        query = sa.select(*columns).where(*where)
+    if score is not None:
+        query = query.order_by(score.desc(), D.id.desc())
+    else:
+        query = query.order_by(D.updated_at.desc(), D.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
+    rows = conn.execute(query).mappings().all()
+    return [_document(row, None if score is None else float(row["score"])) for row in rows]
+
+
+def list_namespace_texts(
+    conn: Connection, *, project: str, prefix: str | None, now: datetime
+) -> list[str]:
+    """The distinct namespaces holding a live document, under ``prefix`` if given."""
+    query = (
+        sa.select(D.namespace)
+        .where(D.project == project, under_prefix(prefix), live(now))
+        .distinct()
+    )
+    return [str(namespace) for namespace in conn.execute(query).scalars()]
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def put_documents(
+    conn: Connection, *, project: str, documents: Sequence[NewDocument], now: datetime
+) -> None:
+    """Insert or replace each document; a replaced one keeps its ``created_at`` and
+    access count (the write counts as an access)."""
+    if not documents:
+        return
+    dialect = conn.dialect.name
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(document_table)
+    excluded = insert.excluded
+    statement = insert.on_conflict_do_update(
+        index_elements=[D.project, D.namespace, D.key],
+        set_={
+            "value": excluded.value,
+            "indexed_text": excluded.indexed_text,
+            "vectors": excluded.vectors,
+            "updated_at": excluded.updated_at,
+            "expires_at": excluded.expires_at,
+            "ttl_minutes": excluded.ttl_minutes,
+            "last_accessed": excluded.last_accessed,
+            "access_count": D.access_count + 1,
+            "memory_tier": MemoryTier.ACTIVE.value,
+        },
+    )
+    conn.execute(
+        statement,
+        [
+            {
+                "project": project,
+                "namespace": document.namespace,
+                "key": document.key,
+                "value": dict(document.value),
+                "indexed_text": document.indexed_text,
+                "vectors": document.vectors,
+                "created_at": now,
+                "updated_at": now,
+                "expires_at": (
+                    None
+                    if document.ttl_minutes is None
+                    else now + timedelta(minutes=document.ttl_minutes)
+                ),
+                "ttl_minutes": document.ttl_minutes,
+                "last_accessed": now,
+                "access_count": 1,
+                "memory_tier": MemoryTier.ACTIVE.value,
+            }
+            for document in documents
+        ],
+    )
+
+
+def delete_documents(
+    conn: Connection, *, project: str, addresses: Sequence[tuple[str, str]]
+) -> int:
+    """Delete the documents at ``addresses`` (namespace text, key); how many were."""
+    deleted = 0
+    for namespace, key in dict.fromkeys(addresses):
+        deleted += conn.execute(
+            sa.delete(document_table).where(
+                D.project == project, D.namespace == namespace, D.key == key
+            )
+        ).rowcount
+    return deleted
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def tier_case(cut: Cutoffs) -> sa.Case[Any]:
+    """A document's tier as SQL: EXPIRED once its time to live passed, otherwise by
+    ``last_accessed`` (never EXPIRED by age)."""
+    return sa.case(
+        (sa.and_(D.expires_at.is_not(None), D.expires_at <= cut.now), MemoryTier.EXPIRED.value),
+        (D.last_accessed > cut.active, MemoryTier.ACTIVE.value),
+        (D.last_accessed > cut.recent, MemoryTier.RECENT.value),
+        else_=MemoryTier.ARCHIVED.value,
+    )
+
+
+def tier_counts(project: str, cut: Cutoffs) -> Any:
+    """One row: the project's documents, then how many are ACTIVE, RECENT, ARCHIVED
+    and EXPIRED at ``cut``."""
+    tier = tier_case(cut)
+    return sa.select(
+        sa.func.count(),
+        *(sa.func.count().filter(tier == t.value) for t in MemoryTier),
+    ).where(D.project == project)
+
+
+def clamp_future_documents(
+    conn: Connection, *, project: str, cut: Cutoffs
+) -> tuple[int, int] | None:
+    """Clamp document accesses stamped in the future to now; return the id range of
+    the project's documents (``None`` when it has none)."""
+    conn.execute(
+        sa.update(document_table)
+        .where(D.project == project, D.last_accessed > cut.now)
+        .values(last_accessed=cut.now)
+    )
+    low, high = conn.execute(
+        sa.select(sa.func.min(D.id), sa.func.max(D.id)).where(D.project == project)
+    ).one()
+    return None if low is None else (int(low), int(high))
+
+
+def recalculate_document_batch(
+    conn: Connection, *, project: str, cut: Cutoffs, low: int, high: int
+) -> int:
+    """Store the tier of the project's documents with ids ``low..high`` whose stored
+    tier is stale, in one ``UPDATE``; how many changed."""
+    tier = tier_case(cut)
+    statement = (
+        sa.update(document_table)
+        .where(D.id.between(low, high), D.project.concat("") == project, D.memory_tier != tier)
+        .values(memory_tier=tier)
+    )
+    return int(conn.execute(statement).rowcount)
+
+
+def count_expired_documents(conn: Connection, *, project: str | None, now: Any) -> int:
+    """How many documents (of ``project``; ``None``: of every project) expired by ``now``."""
+    query = sa.select(sa.func.count()).where(D.expires_at <= now)
+    if project is not None:
+        query = query.where(D.project == project)
+    return int(conn.execute(query).scalar_one())
+
+
+def prune_document_batch(
+    conn: Connection, *, project: str | None, now: Any, want: int | None
+) -> tuple[int, ...]:
+    """Delete up to ``want`` (``None``: every) documents whose time to live passed by
+    ``now``, soonest expired first, with their full-text rows; returns their ids.
+
+    The ``DELETE`` re-checks the expiry: a read that refreshed a time to live and
+    committed first keeps the document (on PostgreSQL the candidates are locked).
+    """
+    chosen = sa.select(D.id).where(D.expires_at <= now).order_by(D.expires_at, D.id)
+    if project is not None:
+        chosen = chosen.where(D.project == project)
+    if want is not None:
+        chosen = chosen.limit(want)
+    if conn.dialect.name == "postgresql":
+        chosen = chosen.with_for_update()
+    ids = list(conn.execute(chosen).scalars())
+    if not ids:
+        return ()
+    statement = (
+        sa.delete(document_table)
+        .where(_among(conn, D.id, ids), D.expires_at <= now)
+        .returning(D.id)
+    )
+    return tuple(sorted(int(found) for found in conn.execute(statement).scalars()))
