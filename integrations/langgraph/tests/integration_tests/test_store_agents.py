@@ -9,8 +9,9 @@ from typing import Any, TypedDict
 
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime, tool
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -27,7 +28,9 @@ with warnings.catch_warnings():
 class ToolCallingFake(GenericFakeChatModel):
     """``GenericFakeChatModel`` that accepts ``bind_tools`` (its answers are scripted)."""
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, BaseMessage]:
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
         """Ignore the tools: the scripted messages already name the calls."""
         return self
 

@@ -12,6 +12,7 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     ListNamespacesOp,
     MatchCondition,
+    Op,
     PutOp,
     SearchOp,
 )
@@ -73,7 +74,7 @@ async def test_async_batch_matches_sync(store: TieredStore) -> None:
         PutOp(("p", "y"), "k2", {"t": "beta gamma", "n": 2}),
     ]
     await store.abatch(ops)
-    reads = [
+    reads: list[Op] = [
         GetOp(("p", "x"), "k1"),
         SearchOp(("p",), {"n": {"$gte": 2}}, 10, 0),
         SearchOp(("p",), None, 10, 0, "gamma"),

@@ -11,7 +11,9 @@ from tiermem.errors import InvalidArgument
 
 def _sql(dialect: str, spec: dict[str, object]) -> str:
     clause = document_store.filter_clause(dialect, spec)
-    target = sqlite.dialect() if dialect == "sqlite" else postgresql.dialect()
+    target: sa.Dialect = (
+        sqlite.dialect() if dialect == "sqlite" else postgresql.dialect()  # type: ignore[no-untyped-call]
+    )
     return str(sa.select(sa.literal(1)).where(clause).compile(dialect=target))
 
 
