@@ -16,6 +16,7 @@ opened. Namespaces arrive as their stored text (labels joined with ``.``).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -149,8 +150,11 @@ def under_prefix(prefix: str | None) -> sa.ColumnElement[bool]:
     """
     if not prefix:
         return sa.true()
-    low, high = sa.literal(prefix + ".", sa.Text), sa.literal(prefix + "/", sa.Text)
-    return sa.or_(D.namespace == prefix, sa.and_(D.namespace >= low, D.namespace < high))
+    # One index range (``prefix`` .. ``prefix/``) the planner can seek, then the exact
+    # test: the range also holds labels that merely start with the prefix's last one.
+    low, high = sa.literal(prefix, sa.Text), sa.literal(prefix + "/", sa.Text)
+    below = sa.func.substr(D.namespace, 1, len(prefix) + 1) == sa.literal(prefix + ".", sa.Text)
+    return sa.and_(D.namespace >= low, D.namespace < high, sa.or_(D.namespace == low, below))
 
 
 # --------------------------------------------------------------------------- filters
@@ -385,8 +389,10 @@ def search_documents(
     with_vectors: bool = False,
 ) -> list[StoredDocument]:
     """Live documents under ``prefix`` that pass ``spec``; with ``words``, only those
-    whose indexed text holds one of them, best match first (``score`` set: SQLite's
-    ``-bm25``, PostgreSQL's ``ts_rank``), else most recently updated first."""
+    whose indexed text holds one of them, best match first (``score`` set: on SQLite
+    the sum of the IDF of the words held, taken among the documents under ``prefix``
+    that pass ``spec``, or ``-bm25`` when there is no prefix; on PostgreSQL
+    ``ts_rank``), else most recently updated first."""
     dialect = conn.dialect.name
     columns: list[Any] = list(_COLUMNS)
     if with_vectors:
@@ -394,6 +400,8 @@ def search_documents(
     where = [D.project == project, under_prefix(prefix), live(now), filter_clause(dialect, spec)]
     score: sa.ColumnElement[Any] | None = None
     query: Any
+    if words and dialect == "sqlite" and prefix:
+        return _sqlite_ranked_under_prefix(conn, columns, where, words, limit, offset)
     if words and dialect == "sqlite":
         fts_table = sa.table(DOCUMENT_INDEX.name, sa.column("rowid"))
         match = " OR ".join(fts.fts5_query(word) for word in words)
@@ -413,10 +421,70 @@ def search_documents(
         query = sa.select(*columns, score.label("score")).where(vector.op("@@")(tsquery), *where)
     else:
         query = sa.select(*columns).where(*where)
-    if score is not None:
-        query = query.order_by(score.desc(), D.id.desc())
-    else:
+    if score is None:
         query = query.order_by(D.updated_at.desc(), D.id.desc())
+        return _ordered_page(conn, query, None, D.id, limit, offset)
+    return _ordered_page(conn, query, score, D.id, limit, offset)
+
+
+def _sqlite_ranked_under_prefix(
+    conn: Connection,
+    columns: list[Any],
+    where: list[sa.ColumnElement[bool]],
+    words: Sequence[str],
+    limit: int | None,
+    offset: int,
+) -> list[StoredDocument]:
+    """SQLite, under a namespace prefix: the documents there are few, so they are read by
+    the namespace range and the index is asked, for each one's rowid, which words it
+    holds (bm25 would count every document of each word, for each candidate). Each
+    match scores the sum of its words' IDF (BM25's, taken among the documents under
+    the prefix that pass the filter), ties newest first."""
+    fts_table = sa.table(DOCUMENT_INDEX.name, sa.column("rowid"))
+    name: sa.ColumnElement[Any] = sa.literal_column(DOCUMENT_INDEX.name)
+    holds = [
+        sa.exists(
+            sa.select(sa.literal(1))
+            .select_from(fts_table)
+            .where(name.op("MATCH")(fts.fts5_query(word)), fts_table.c.rowid.between(D.id, D.id))
+        )
+        for word in words
+    ]
+    rows = conn.execute(sa.select(D.id, *holds).where(*where)).all()
+    total = len(rows)
+    counts = [sum(1 for row in rows if row[1 + i]) for i in range(len(words))]
+    idf = [math.log(1 + (total - n + 0.5) / (n + 0.5)) for n in counts]
+    scored = sorted(
+        (
+            (sum(idf[i] for i in range(len(words)) if row[1 + i]), int(row[0]))
+            for row in rows
+            if any(row[1:])
+        ),
+        key=lambda pair: (-pair[0], -pair[1]),
+    )
+    page = scored[offset:] if limit is None else scored[offset : offset + limit]
+    if not page:
+        return []
+    found = {
+        int(row["id"]): row
+        for row in conn.execute(
+            sa.select(*columns).where(_among(conn, D.id, [doc_id for _, doc_id in page]))
+        ).mappings()
+    }
+    return [_document(found[doc_id], score) for score, doc_id in page if doc_id in found]
+
+
+def _ordered_page(
+    conn: Connection,
+    query: Any,
+    score: sa.ColumnElement[Any] | None,
+    ids: sa.ColumnElement[Any],
+    limit: int | None,
+    offset: int,
+) -> list[StoredDocument]:
+    """Best score first (ties: newest id), one page of it, as documents."""
+    if score is not None:
+        query = query.order_by(score.desc(), ids.desc())
     if limit is not None:
         query = query.limit(limit)
     if offset:
