@@ -19,6 +19,7 @@ $(BIN)/python:
 # package index, so they are installed (editable) from this repository.
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(INTEGRATIONS)
 	$(PIP) install -q -e '.[offline,postgres,cli,mcp]' $(addprefix -e ,$(dir $(INTEGRATIONS)))
+	$(PIP) install -q 'langmem>=0.0.30'  # examples/langgraph_langmem.py
 	touch $@
 
 $(VENV)/.installed-tests: $(VENV)/.installed tests/conformance/fetch.py

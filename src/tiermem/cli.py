@@ -401,12 +401,12 @@ def recalc(
     url: UrlOption = None,
     project: ProjectOption = "default",
     batch_size: Annotated[
-        int, typer.Option(min=1, help="Sessions or layer items per transaction.")
+        int, typer.Option(min=1, help="Sessions, layer items or documents per transaction.")
     ] = DEFAULT_RECALC_BATCH,
     quiet: QuietOption = False,
 ) -> None:
-    """Store every session's and layer item's tier by its last access (set-based SQL,
-    in batches)."""
+    """Store every session's, layer item's and stored document's tier by its last
+    access (set-based SQL, in batches)."""
     with open_memory(url, project) as memory, _progress("recalculating tiers", quiet) as progress:
         changed = memory.recalculate_tiers(batch_size=batch_size, progress=progress)
     if not quiet:
@@ -422,18 +422,18 @@ def prune(
     project: ProjectOption = "default",
     limit: Annotated[
         int | None,
-        typer.Option(min=0, help="Delete at most this many sessions and layer items."),
+        typer.Option(min=0, help="Delete at most this many sessions, layer items and documents."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only count what would be deleted.")
     ] = False,
     batch_size: Annotated[
-        int, typer.Option(min=1, help="Sessions or layer items per transaction.")
+        int, typer.Option(min=1, help="Sessions, layer items or documents per transaction.")
     ] = DEFAULT_PRUNE_BATCH,
     quiet: QuietOption = False,
 ) -> None:
     """Delete expired sessions with their entries and summaries, then expired layer
-    items, oldest first."""
+    items, oldest first, then stored documents whose time to live has passed."""
     with open_memory(url, project) as memory, _progress("pruning", quiet) as progress:
         count = memory.prune_expired(
             limit=limit, dry_run=dry_run, batch_size=batch_size, progress=progress

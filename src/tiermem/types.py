@@ -266,6 +266,10 @@ class TierStats:
             same for the project's episodic, semantic and procedural items (every
             scope; working memory is not stored). Expired items are counted until
             ``prune_expired`` deletes them, though no read returns them.
+        documents / active_documents / recent_documents / archived_documents /
+            expired_documents: the same for the project's stored JSON documents
+            (``tiermem-langgraph``); a document is expired only once its time to
+            live has passed, never by age.
     """
 
     total: int
@@ -278,6 +282,11 @@ class TierStats:
     recent_items: int = 0
     archived_items: int = 0
     expired_items: int = 0
+    documents: int = 0
+    active_documents: int = 0
+    recent_documents: int = 0
+    archived_documents: int = 0
+    expired_documents: int = 0
 
 
 @dataclass(frozen=True, slots=True)

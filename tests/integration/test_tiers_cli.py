@@ -81,6 +81,11 @@ def test_stats_json_and_other_project(url: str) -> None:
         "recent_items": 0,
         "archived_items": 0,
         "expired_items": 0,
+        "documents": 0,
+        "active_documents": 0,
+        "recent_documents": 0,
+        "archived_documents": 0,
+        "expired_documents": 0,
     }
     other = runner.invoke(cli.app, ["stats", "--url", url, "--project", "other"])
     assert other.exit_code == 0 and "no sessions in this project yet" in other.stdout

@@ -34,6 +34,7 @@ from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.runner import Op
 from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
+from .._storage import documents as document_store
 from .._storage import failpoints as _failpoints
 from .._storage import items as layer_store
 from .._storage import store
@@ -158,7 +159,10 @@ def recalculate(
         )
 
     sessions, items = yield from ctx.transact(clamp)
-    total = sum(last - first + 1 for first, last in filter(None, (sessions, items)))
+    documents = yield from ctx.transact(
+        partial(document_store.clamp_future_documents, project=project, cut=cut)
+    )
+    total = sum(last - first + 1 for first, last in filter(None, (sessions, items, documents)))
     changed = done = 0
     for low, high in _ranges(sessions, batch_size):
         # Session ids are read back only when someone listens for them.
@@ -183,6 +187,19 @@ def recalculate(
         done += high - low + 1
         if progress is not None:
             progress(done, total)
+    for low, high in _ranges(documents, batch_size):
+        changed += yield from ctx.transact(
+            partial(
+                document_store.recalculate_document_batch,
+                project=project,
+                cut=cut,
+                low=low,
+                high=high,
+            )
+        )
+        done += high - low + 1
+        if progress is not None:
+            progress(done, total)
     return changed
 
 
@@ -191,7 +208,11 @@ def tier_stats(ctx: MemoryContext, project: str | None) -> Op[TierStats]:
     project = _project_arg(ctx, project)
     cut = cutoffs(ctx.moment(), ctx.config.tier_policy)
     counts = yield from ctx.transact(
-        lambda conn: tier_counts(conn, project=project, cut=cut), write=False
+        lambda conn: (
+            tier_counts(conn, project=project, cut=cut)
+            + document_store.count_by_tier(conn, project=project, cut=cut)
+        ),
+        write=False,
     )
     return TierStats(*counts)
 
@@ -228,14 +249,17 @@ def prune(
     if limit == 0:
         return 0
     project = ctx.project
-    cutoff = cutoffs(ctx.moment(), ctx.config.tier_policy).expired
+    cut = cutoffs(ctx.moment(), ctx.config.tier_policy)
+    cutoff = cut.expired
     planned = 0
     if dry_run or progress is not None:
 
         def count(conn: Connection) -> int:
-            return count_expired(
-                conn, project=project, cutoff=cutoff
-            ) + layer_store.count_expired_items(conn, project=project, cutoff=cutoff)
+            return (
+                count_expired(conn, project=project, cutoff=cutoff)
+                + layer_store.count_expired_items(conn, project=project, cutoff=cutoff)
+                + document_store.count_expired_documents(conn, project=project, now=cut.now)
+            )
 
         expired = yield from ctx.transact(count, write=False)
         planned = expired if limit is None else min(expired, limit)
@@ -264,6 +288,16 @@ def prune(
             break
         removed += len(items)
         yield from ctx.emit([("pruned", _pruned(project, items=items))])
+        if progress is not None:
+            progress(removed, max(planned, removed))
+    while limit is None or removed < limit:
+        want = per_batch if limit is None else min(per_batch, limit - removed)
+        gone = yield from ctx.transact(
+            partial(document_store.prune_document_batch, project=project, now=cut.now, want=want)
+        )
+        if not gone:
+            break
+        removed += len(gone)
         if progress is not None:
             progress(removed, max(planned, removed))
     return removed
