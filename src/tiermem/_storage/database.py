@@ -403,4 +403,3 @@ def _create_engine(url: str, lock_timeout: float) -> Engine:
         ) from error
     except exc.ArgumentError as error:
         raise InvalidArgument(f"bad database url: {error}") from error
-
