@@ -14,8 +14,8 @@ from tiermem import ConversationMemory, TierStats, errors
 from tiermem.cli import app
 from tiermem.errors import InvalidArgument, SessionNotFound, StorageError
 from tiermem.mcp import READING_TOOLS, WRITING_TOOLS, MemoryTools, build_server
+from tiermem.mcp.access import tool_error
 from tiermem.mcp.results import memory_stats
-from tiermem.mcp.server import tool_error
 from tiermem.mcp.transport import is_loopback_host, parse_http_address
 
 

@@ -7,7 +7,8 @@ results are the models of :mod:`tiermem.mcp.results`);
 
 from __future__ import annotations
 
-from .server import READING_TOOLS, WRITING_TOOLS, MemoryTools, build_server
+from .access import MemoryTools
+from .server import READING_TOOLS, WRITING_TOOLS, build_server
 from .transport import parse_http_address, serve
 
 __all__ = [

@@ -25,23 +25,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from .._core.runner import run
-from .._ops import read
 from .._ops.tiers import DEFAULT_LOAD_LIMIT
-from .._storage.database import DRIVER_ERRORS, translate_error
-from ..errors import InvalidArgument, TiermemError
 from ..layer_models import KnowledgeEntry, LayerItem, Rule
 from ..memory import ConversationMemory
 from ..types import MemoryEntry, TierStats
+from .access import MemoryTools, peek_contexts, to_message, tool_error
 from .results import (
     AddMessageOut,
     AddRuleOut,
@@ -132,132 +127,6 @@ SessionId = Annotated[str, Field(description="Session id.")]
 Scope = Annotated[str, Field(description="Layer scope inside the project.")]
 Layer = Literal["working", "episodic", "semantic", "procedural"]
 Metadata = Annotated[dict[str, Any] | None, Field(description="JSON object stored with the item.")]
-
-
-def _result(model: BaseModel, text: str) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content=model.model_dump(mode="json"),
-    )
-
-
-def tool_error(error: BaseException) -> CallToolResult:
-    """A tool error (``isError``) carrying the typed error's class and message."""
-    if isinstance(error, DRIVER_ERRORS):
-        error = translate_error(error)
-    # KeyError subclasses (SessionNotFound) quote their message in str().
-    message = error.args[0] if len(error.args) == 1 else str(error)
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"{type(error).__name__}: {message}")],
-        is_error=True,
-    )
-
-
-# ---------------------------------------------------------------- the memories
-
-
-class MemoryTools:
-    """The memories the tools use: one per project, on one engine.
-
-    Args:
-        memory: the memory of the server's project (its engine is shared by the
-            memories of other projects, made on first use with ``all_projects``).
-        read_only: the server serves only reading tools and never creates tables.
-        all_projects: tools may name any project, not only ``memory.project``.
-    """
-
-    def __init__(
-        self, memory: ConversationMemory, *, read_only: bool = False, all_projects: bool = False
-    ) -> None:
-        self.memory = memory
-        self.read_only = read_only
-        self.all_projects = all_projects
-        self._others: dict[str, ConversationMemory] = {}
-        self._lock = threading.Lock()
-        self._tables_seen = False
-
-    @property
-    def project(self) -> str:
-        """The server's project."""
-        return self.memory.project
-
-    def memory_for(self, project: str | None) -> ConversationMemory:
-        """The memory of ``project`` (``None``: the server's).
-
-        Raises:
-            InvalidArgument: another project, and the server serves only its own.
-        """
-        if project is None or project == self.project:
-            return self.memory
-        if not self.all_projects:
-            raise InvalidArgument(
-                f"this server serves project {self.project!r} only, not {project!r}: "
-                "start it with --all-projects to reach every project"
-            )
-        with self._lock:
-            other = self._others.get(project)
-            if other is None:
-                base = self.memory
-                other = ConversationMemory(engine=base.engine, project=project, config=base.config)
-                self._others[project] = other
-            return other
-
-    def _check_tables(self) -> None:
-        """A read-only server never creates tiermem's tables: refuse a database
-        without them (checked until they are seen once)."""
-        if self._tables_seen:
-            return
-        if not self.memory.database.has_tables():
-            where = self.memory.engine.url.render_as_string(hide_password=True)
-            raise InvalidArgument(f"no tiermem tables in {where}: nothing stored yet")
-        self._tables_seen = True
-
-    async def call(
-        self,
-        project: str | None,
-        work: Callable[[ConversationMemory], Awaitable[T]],
-        present: Callable[[ConversationMemory, T], tuple[BaseModel, str]],
-    ) -> CallToolResult:
-        """Run ``work`` on the memory of ``project`` and present its result; a
-        tiermem or database error becomes a tool error."""
-        try:
-            memory = self.memory_for(project)
-            if self.read_only:
-                await asyncio.to_thread(self._check_tables)
-            value = await work(memory)
-            model, text = present(memory, value)
-        except (TiermemError, *DRIVER_ERRORS) as error:
-            return tool_error(error)
-        return _result(model, text)
-
-    def close(self) -> None:
-        """Close the memories (the other projects' share the engine: closed last)."""
-        for other in self._others.values():
-            other.close()
-        self.memory.close()
-
-
-def _peek_context(memory: ConversationMemory, session_ids: list[str]) -> dict[str, str]:
-    """The context text of sessions, read without recording another access (the load
-    recorded one)."""
-    texts = {}
-    for session_id in session_ids:
-        try:
-            texts[session_id] = run(read.peek(memory.context, session_id))[0]
-        except TiermemError:
-            continue  # pruned since it was loaded
-    return texts
-
-
-def _message(role: str, content: str) -> BaseMessage:
-    if role == "user":
-        return HumanMessage(content=content)
-    if role == "assistant":
-        return AIMessage(content=content)
-    return SystemMessage(content=content)
-
-
-# ---------------------------------------------------------------- the server
 
 
 def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]:
@@ -364,7 +233,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         async def work(memory: ConversationMemory) -> tuple[Any, dict[str, str]]:
             loaded = await memory.aload_context(limit)
             ids = [item.session.session_id for item in loaded]
-            return loaded, await asyncio.to_thread(_peek_context, memory, ids)
+            return loaded, await asyncio.to_thread(peek_contexts, memory, ids)
 
         def present(
             memory: ConversationMemory, value: tuple[Any, dict[str, str]]
@@ -408,7 +277,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
 
         return await tools.call(
             project,
-            lambda m: m.aadd_message(session_id, _message(role, content), metadata=metadata),
+            lambda m: m.aadd_message(session_id, to_message(role, content), metadata=metadata),
             present,
         )
 
