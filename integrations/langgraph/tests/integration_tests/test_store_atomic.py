@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from langgraph.store.base import GetOp, PutOp
-from tiermem import _failpoints
+from tiermem._storage import failpoints as _failpoints
 from tiermem.errors import InvalidArgument, StorageError
 
 from tiermem_langgraph import TieredStore

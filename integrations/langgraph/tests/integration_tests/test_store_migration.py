@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import sqlalchemy as sa
-import tiermem.migrations
 from alembic import command
 from alembic.config import Config
+from tiermem._storage import migrations
 from tiermem._storage.migrations import upgrade
 
 from tiermem_langgraph import TieredStore
@@ -24,7 +24,7 @@ def _tables(url: str) -> set[str]:
 
 def _downgrade(url: str, revision: str) -> None:
     config = Config()
-    config.set_main_option("script_location", str(Path(tiermem.migrations.__file__).parent))
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
     engine = sa.create_engine(url)
     with engine.begin() as connection:
         config.attributes["connection"] = connection

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from tiermem import document_store
+from tiermem._storage import document_filters as document_store
 from tiermem.errors import InvalidArgument
 
 
