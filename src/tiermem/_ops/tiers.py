@@ -152,16 +152,17 @@ def recalculate(
     _check_progress(progress)
     cut = cutoffs(ctx.moment(), ctx.config.tier_policy)
 
-    def clamp(conn: Connection) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    Bounds = tuple[int, int] | None
+
+    def clamp(conn: Connection) -> tuple[Bounds, Bounds, Bounds]:
+        # One transaction, sessions first: every write unit takes the session lock first.
         return (
             clamp_future(conn, project=project, cut=cut),
             layer_store.clamp_future_items(conn, project=project, cut=cut),
+            document_store.clamp_future_documents(conn, project=project, cut=cut),
         )
 
-    sessions, items = yield from ctx.transact(clamp)
-    documents = yield from ctx.transact(
-        partial(document_store.clamp_future_documents, project=project, cut=cut)
-    )
+    sessions, items, documents = yield from ctx.transact(clamp)
     total = sum(last - first + 1 for first, last in filter(None, (sessions, items, documents)))
     changed = done = 0
     for low, high in _ranges(sessions, batch_size):
