@@ -104,8 +104,8 @@ def calculate_tier(
 ) -> MemoryTier:
     """Return the tier of an item last accessed at ``last_accessed``.
 
-    Never accessed (``None``) is ARCHIVED, as in the seed. A ``last_accessed``
-    in the future counts as "now" (ACTIVE), never as something newer.
+    Never accessed (``None``) is ARCHIVED: old, but never expired by age. A
+    ``last_accessed`` in the future counts as "now" (ACTIVE), never as newer.
 
     Raises:
         InvalidArgument: if a datetime is naive.

@@ -30,7 +30,7 @@ __all__ = [
 
 
 class EntryType(enum.StrEnum):
-    """What an entry holds (the seed's five types)."""
+    """What an entry holds (five types)."""
 
     MESSAGE = "message"
     TOOL_CALL = "tool_call"

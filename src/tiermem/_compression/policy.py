@@ -249,7 +249,7 @@ def _is_error(entry: MemoryEntry) -> bool:
 def heuristic_summary(
     entries: Sequence[MemoryEntry], summaries: Sequence[str] = (), *, quote: int = 100
 ) -> str:
-    """The seed's fallback summary, used without a model or when configured; it
+    """The fallback summary, used without a model or when configured; it
     quotes up to ``quote`` characters of the first and last user message (1.5 times
     that of the first and last summary when merging)."""
     users = [render_text(e.message) for e in entries if e.role == "user"]

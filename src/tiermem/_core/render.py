@@ -204,7 +204,7 @@ def context_text(
     max_tokens: int | None = None,
     counter: TokenCounter | None = None,
 ) -> str:
-    """The seed's plain-text context: summaries with time ranges, then recent entries;
+    """The plain-text context: summaries with time ranges, then recent entries;
     with ``max_tokens`` (and ``counter``), cut to fit it as counted by
     :meth:`TokenCounter.count_text` (see :mod:`tiermem._core.budget`)."""
     summary_lines = [_summary_line(summary) for summary in summaries]

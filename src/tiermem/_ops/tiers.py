@@ -48,7 +48,6 @@ from .._storage.tiers import (
     load_sessions,
     prune_batch,
     recalculate_batch,
-    session_info,
     tier_counts,
 )
 from ..errors import InvalidArgument
@@ -105,7 +104,9 @@ def track(ctx: MemoryContext, session_id: str) -> Op[SessionInfo]:
         session = dict(store.get_session(conn, ctx.project, session_id))
         woken = store.touch(conn, session, now)
         _failpoints.hit("touch.after_update")
-        return woken, session_info(store.get_session(conn, ctx.project, session_id, lock=False))
+        return woken, store.session_info(
+            store.get_session(conn, ctx.project, session_id, lock=False)
+        )
 
     woken, info = yield from ctx.transact(work)
     yield from ctx.woken(session_id, woken)

@@ -33,10 +33,6 @@ from . import schema as tables
 __all__ = ["DOCUMENT_INDEX", "DocumentRow", "document_table", "install_document_index"]
 
 
-def _utc() -> sa.DateTime:
-    return sa.DateTime(timezone=True)
-
-
 def _bytewise() -> Any:
     # Prefix ranges must follow byte order: PostgreSQL's default collation may not.
     return sa.Text().with_variant(postgresql.TEXT(collation="C"), "postgresql")
@@ -69,11 +65,11 @@ class DocumentRow(SQLModel, table=True):
     value: Any = Field(sa_type=sa.JSON().with_variant(postgresql.JSONB(), "postgresql"))
     indexed_text: str | None = Field(default=None, sa_type=sa.Text)
     vectors: bytes | None = Field(default=None, sa_type=sa.LargeBinary)
-    created_at: datetime = Field(sa_type=_utc())
-    updated_at: datetime = Field(sa_type=_utc())
-    expires_at: datetime | None = Field(default=None, sa_type=_utc())
+    created_at: datetime = Field(sa_type=tables.utc_column())
+    updated_at: datetime = Field(sa_type=tables.utc_column())
+    expires_at: datetime | None = Field(default=None, sa_type=tables.utc_column())
     ttl_minutes: float | None = Field(default=None, sa_type=sa.Float)
-    last_accessed: datetime = Field(sa_type=_utc())
+    last_accessed: datetime = Field(sa_type=tables.utc_column())
     access_count: int = 0
     memory_tier: str = Field(default="active", max_length=16)
 

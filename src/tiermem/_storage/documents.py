@@ -31,7 +31,7 @@ from ..tiers import MemoryTier
 from . import fts
 from .document_filters import FILTER_OPERATORS, filter_clause
 from .document_schema import DOCUMENT_INDEX, document_table
-from .tiers import Cutoffs, _among
+from .tiers import Cutoffs, among, delete_locked
 
 __all__ = [
     "FILTER_OPERATORS",
@@ -186,7 +186,7 @@ def touch_documents(
     ids = sorted({document.id for document in documents})
     conn.execute(
         sa.update(document_table)
-        .where(_among(conn, D.id, ids))
+        .where(among(conn, D.id, ids))
         .values(
             last_accessed=now,
             access_count=D.access_count + 1,
@@ -202,7 +202,7 @@ def touch_documents(
     for ttl, chosen in by_ttl.items():  # one statement per distinct time to live
         conn.execute(
             sa.update(document_table)
-            .where(_among(conn, D.id, sorted(set(chosen))))
+            .where(among(conn, D.id, sorted(set(chosen))))
             .values(expires_at=now + timedelta(minutes=ttl))
         )
 
@@ -299,7 +299,7 @@ def _sqlite_ranked_under_prefix(
     found = {
         int(row["id"]): row
         for row in conn.execute(
-            sa.select(*columns).where(_among(conn, D.id, [doc_id for _, doc_id in page]))
+            sa.select(*columns).where(among(conn, D.id, [doc_id for _, doc_id in page]))
         ).mappings()
     }
     return [_document(found[doc_id], score) for score, doc_id in page if doc_id in found]
@@ -480,17 +480,7 @@ def prune_document_batch(
         chosen = chosen.where(D.project == project)
     if want is not None:
         chosen = chosen.limit(want)
-    if conn.dialect.name == "postgresql":
-        chosen = chosen.with_for_update()
-    ids = list(conn.execute(chosen).scalars())
-    if not ids:
-        return ()
-    statement = (
-        sa.delete(document_table)
-        .where(_among(conn, D.id, ids), D.expires_at <= now)
-        .returning(D.id)
-    )
-    return tuple(sorted(int(found) for found in conn.execute(statement).scalars()))
+    return delete_locked(conn, chosen, D.id, D.expires_at <= now)
 
 
 def count_by_tier(conn: Connection, *, project: str, cut: Cutoffs) -> list[int]:

@@ -33,7 +33,7 @@ from . import fts
 from .layer_schema import ITEM_INDEX, in_project, item_partition, item_table, scope_table
 from .schema import dialect_insert
 from .search import Candidate, pg_candidates, rank
-from .tiers import Cutoffs, _among, cutoffs, tier_case
+from .tiers import Cutoffs, cutoffs, delete_locked, tier_case
 
 __all__ = [
     "NewItem",
@@ -470,17 +470,7 @@ def prune_item_batch(
     )
     if want is not None:
         chosen = chosen.limit(want)
-    if conn.dialect.name == "postgresql":
-        chosen = chosen.with_for_update()
-    ids = list(conn.execute(chosen).scalars())
-    if not ids:
-        return ()
-    statement = (
-        sa.delete(item_table)
-        .where(_among(conn, IC.id, ids), IC.last_accessed < cutoff)
-        .returning(IC.id)
-    )
-    return tuple(sorted(int(item_id) for item_id in conn.execute(statement).scalars()))
+    return delete_locked(conn, chosen, IC.id, IC.last_accessed < cutoff)
 
 
 def recalculate_item_tiers(

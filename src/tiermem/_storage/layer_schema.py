@@ -34,10 +34,6 @@ __all__ = [
 ]
 
 
-def _utc() -> sa.DateTime:
-    return sa.DateTime(timezone=True)
-
-
 class LayerScopeRow(SQLModel, table=True):
     """A namespace of layered memory inside a project (``mem.layers(scope)``)."""
 
@@ -47,7 +43,7 @@ class LayerScopeRow(SQLModel, table=True):
     pk: int | None = Field(default=None, primary_key=True)
     project: str = Field(max_length=255)
     scope: str = Field(max_length=255)
-    created_at: datetime = Field(sa_type=_utc())
+    created_at: datetime = Field(sa_type=tables.utc_column())
 
 
 _SEMANTIC = sa.text("layer = 'semantic'")
@@ -97,9 +93,9 @@ class LayerItemRow(SQLModel, table=True):
     token_count: int
     #: UTF-8 bytes of content, key and metadata (summed by ``get_stats``).
     byte_size: int
-    created_at: datetime = Field(sa_type=_utc())
-    updated_at: datetime = Field(sa_type=_utc())
-    last_accessed: datetime = Field(sa_type=_utc())
+    created_at: datetime = Field(sa_type=tables.utc_column())
+    updated_at: datetime = Field(sa_type=tables.utc_column())
+    last_accessed: datetime = Field(sa_type=tables.utc_column())
     access_count: int = 0
     memory_tier: str = Field(default="active", max_length=16)
 

@@ -31,15 +31,17 @@ __all__ = [
     "after_create",
     "create_tables",
     "tiermem_tables",
+    "utc_column",
 ]
 
 
-def _utc() -> sa.DateTime:
+def utc_column() -> sa.DateTime:
+    """A timestamp column type that keeps the time zone (tiermem stores UTC)."""
     return sa.DateTime(timezone=True)
 
 
 class SessionRow(SQLModel, table=True):
-    """One conversation (the seed's "context") of a project, with its counters and tier."""
+    """One conversation of a project, with its counters and tier."""
 
     __tablename__ = "tiermem_session"
     __table_args__ = (
@@ -52,8 +54,8 @@ class SessionRow(SQLModel, table=True):
     pk: int | None = Field(default=None, primary_key=True)
     project: str = Field(max_length=255)
     session_id: str = Field(max_length=255)
-    created_at: datetime = Field(sa_type=_utc())
-    last_accessed: datetime = Field(sa_type=_utc())
+    created_at: datetime = Field(sa_type=utc_column())
+    last_accessed: datetime = Field(sa_type=utc_column())
     access_count: int = 0
     memory_tier: str = Field(default="active", max_length=16)
     last_seq: int = 0
@@ -68,9 +70,9 @@ class SessionRow(SQLModel, table=True):
     #: in the order they were made.
     pending_calls: str = Field(default="{}", sa_type=sa.Text)
     claim_token: str | None = Field(default=None, max_length=64)
-    claim_expires_at: datetime | None = Field(default=None, sa_type=_utc())
+    claim_expires_at: datetime | None = Field(default=None, sa_type=utc_column())
     failures: int = 0
-    backoff_until: datetime | None = Field(default=None, sa_type=_utc())
+    backoff_until: datetime | None = Field(default=None, sa_type=utc_column())
 
 
 class SummaryRow(SQLModel, table=True):
@@ -102,9 +104,9 @@ class SummaryRow(SQLModel, table=True):
     entry_count: int
     token_count: int
     original_token_count: int
-    created_at: datetime = Field(sa_type=_utc())
-    start_time: datetime = Field(sa_type=_utc())
-    end_time: datetime = Field(sa_type=_utc())
+    created_at: datetime = Field(sa_type=utc_column())
+    start_time: datetime = Field(sa_type=utc_column())
+    end_time: datetime = Field(sa_type=utc_column())
     parent_id: int | None = Field(
         default=None,
         sa_column=sa.Column(sa.Integer, sa.ForeignKey("tiermem_summary.id"), nullable=True),
@@ -147,7 +149,7 @@ class EntryRow(SQLModel, table=True):
     content: str = Field(sa_type=sa.Text)
     message: str = Field(sa_type=sa.Text)
     message_id: str | None = Field(default=None, max_length=255)
-    timestamp: datetime = Field(sa_type=_utc())
+    timestamp: datetime = Field(sa_type=utc_column())
     token_count: int
     pinned: bool = False
     meta: str = Field(default="{}", sa_type=sa.Text)

@@ -64,7 +64,7 @@ _MAX_BONUS = RECENCY_BONUS + max(tier_boost(tier) for tier in MemoryTier)
 
 
 def recency_bonus(created_at: datetime, now: datetime) -> float:
-    """The seed's recency bonus: 0.5 when ``created_at`` is now (or later), linearly
+    """The recency bonus: 0.5 when ``created_at`` is now (or later), linearly
     down to 0 at 24 hours and after."""
     age = (now - created_at) / RECENCY_WINDOW
     return RECENCY_BONUS * min(max(1.0 - age, 0.0), 1.0)

@@ -167,6 +167,20 @@ def activate(conn: Connection, session: dict[str, Any]) -> str | None:
     return str(previous)
 
 
+def session_info(row: Mapping[Any, Any]) -> SessionInfo:
+    """The public view of a session row."""
+    return SessionInfo(
+        session_id=row["session_id"],
+        project=row["project"],
+        created_at=as_utc(row["created_at"]),
+        last_accessed=as_utc(row["last_accessed"]),
+        access_count=row["access_count"],
+        memory_tier=row["memory_tier"],
+        total_entries=row["entry_count"],
+        context_tokens=row["active_tokens"] + row["summary_tokens"],
+    )
+
+
 def list_sessions(
     conn: Connection, project: str, limit: int | None, offset: int
 ) -> list[SessionInfo]:
@@ -179,19 +193,7 @@ def list_sessions(
     )
     if limit is not None:
         query = query.limit(limit)
-    return [
-        SessionInfo(
-            session_id=row["session_id"],
-            project=row["project"],
-            created_at=as_utc(row["created_at"]),
-            last_accessed=as_utc(row["last_accessed"]),
-            access_count=row["access_count"],
-            memory_tier=row["memory_tier"],
-            total_entries=row["entry_count"],
-            context_tokens=row["active_tokens"] + row["summary_tokens"],
-        )
-        for row in conn.execute(query).mappings()
-    ]
+    return [session_info(row) for row in conn.execute(query).mappings()]
 
 
 def delete_sessions(conn: Connection, session_pks: sa.ColumnElement[bool] | Sequence[int]) -> None:

@@ -9,7 +9,7 @@ Times are datetimes (the memory's clock) or SQL on the server's ``now()``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,13 +17,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Row
 
-from .._core.clock import as_utc
 from ..errors import StorageBusy
 from ..tiers import MemoryTier, TierPolicy
 from ..types import LoadedSession, SessionInfo
 from . import failpoints as _failpoints
 from .layer_schema import in_project, item_table
 from .schema import entry_table, session_table, summary_table
+from .store import session_info
 
 __all__ = [
     "Changed",
@@ -31,11 +31,11 @@ __all__ = [
     "clamp_future",
     "count_expired",
     "cutoffs",
+    "delete_locked",
     "least_recently_used",
     "load_sessions",
     "prune_batch",
     "recalculate_batch",
-    "session_info",
     "tier_case",
     "tier_counts",
     "tier_predicates",
@@ -84,25 +84,11 @@ def tier_case(cut: Cutoffs, accessed: sa.ColumnElement[Any] = S.last_accessed) -
     """The tier of a row as a SQL ``CASE`` over ``accessed`` (a session's
     ``last_accessed`` by default)."""
     return sa.case(
-        (accessed.is_(None), MemoryTier.ARCHIVED.value),  # never accessed, as in the seed
+        (accessed.is_(None), MemoryTier.ARCHIVED.value),  # never accessed: never expired by age
         (accessed > cut.active, MemoryTier.ACTIVE.value),
         (accessed > cut.recent, MemoryTier.RECENT.value),
         (accessed >= cut.expired, MemoryTier.ARCHIVED.value),
         else_=MemoryTier.EXPIRED.value,
-    )
-
-
-def session_info(row: Mapping[Any, Any]) -> SessionInfo:
-    """The public view of a session row."""
-    return SessionInfo(
-        session_id=row["session_id"],
-        project=row["project"],
-        created_at=as_utc(row["created_at"]),
-        last_accessed=as_utc(row["last_accessed"]),
-        access_count=row["access_count"],
-        memory_tier=row["memory_tier"],
-        total_entries=row["entry_count"],
-        context_tokens=row["active_tokens"] + row["summary_tokens"],
     )
 
 
@@ -178,7 +164,7 @@ def count_expired(conn: Connection, *, project: str, cutoff: Any) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def _among(
+def among(
     conn: Connection, column: sa.ColumnElement[int], pks: Sequence[int]
 ) -> sa.ColumnElement[bool]:
     """``column IN pks`` with one bound parameter, however many pks (a JSON array on
@@ -188,6 +174,29 @@ def _among(
         return column == sa.any_(sa.literal(list(pks), postgresql.ARRAY(sa.Integer)))
     values = sa.func.json_each(json.dumps(list(pks))).table_valued("value")
     return column.in_(sa.select(values.c.value))
+
+
+def delete_locked(
+    conn: Connection,
+    chosen: sa.Select[Any],
+    id_column: sa.Column[int],
+    still: sa.ColumnElement[bool],
+) -> tuple[int, ...]:
+    """Delete the rows whose ids ``chosen`` selects, re-checking ``still`` in the
+    ``DELETE``; their ids, sorted.
+
+    On PostgreSQL the candidates are locked first: a write that committed first makes
+    the lock wait re-evaluate the row (which may then no longer qualify), a later one
+    finds it gone. SQLite serializes writers with ``BEGIN IMMEDIATE`` instead.
+    """
+    if conn.dialect.name == "postgresql":
+        chosen = chosen.with_for_update()
+    ids: list[int] = list(conn.execute(chosen).scalars())
+    if not ids:
+        return ()
+    table = id_column.table
+    statement = sa.delete(table).where(among(conn, id_column, ids), still).returning(id_column)
+    return tuple(sorted(int(found) for found in conn.execute(statement).scalars()))
 
 
 def prune_batch(
@@ -217,20 +226,18 @@ def prune_batch(
     # two checks agree; should they not, the batch is rolled back, never half done.
     rows = conn.execute(
         sa.select(S.pk, S.session_id)
-        .where(_among(conn, S.pk, pks), S.last_accessed < cutoff)
+        .where(among(conn, S.pk, pks), S.last_accessed < cutoff)
         .order_by(S.last_accessed, S.pk)
     ).all()
     doomed = [row.pk for row in rows]
     if doomed:
-        conn.execute(sa.delete(entry_table).where(_among(conn, E.session_pk, doomed)))
+        conn.execute(sa.delete(entry_table).where(among(conn, E.session_pk, doomed)))
         conn.execute(
-            sa.update(summary_table)
-            .where(_among(conn, M.session_pk, doomed))
-            .values(parent_id=None)
+            sa.update(summary_table).where(among(conn, M.session_pk, doomed)).values(parent_id=None)
         )
-        conn.execute(sa.delete(summary_table).where(_among(conn, M.session_pk, doomed)))
+        conn.execute(sa.delete(summary_table).where(among(conn, M.session_pk, doomed)))
         deleted = conn.execute(
-            sa.delete(session_table).where(_among(conn, S.pk, doomed), S.last_accessed < cutoff)
+            sa.delete(session_table).where(among(conn, S.pk, doomed), S.last_accessed < cutoff)
         ).rowcount
         if deleted != len(doomed):
             raise StorageBusy("sessions were accessed while being pruned; nothing was deleted")
@@ -260,7 +267,7 @@ def load_sessions(
     rows = (
         conn.execute(
             sa.update(session_table)
-            .where(_among(conn, S.pk, [row.pk for row in picked]), S.last_accessed >= cut.expired)
+            .where(among(conn, S.pk, [row.pk for row in picked]), S.last_accessed >= cut.expired)
             .values(
                 last_accessed=stamp,
                 access_count=S.access_count + 1,
