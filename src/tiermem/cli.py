@@ -411,7 +411,7 @@ def recalc(
         changed = memory.recalculate_tiers(batch_size=batch_size, progress=progress)
     if not quiet:
         console.print(
-            f"{changed} sessions and layer items of project {project!r} changed tier",
+            f"{changed} sessions, layer items and documents of project {project!r} changed tier",
             markup=False,
         )
 
@@ -441,7 +441,7 @@ def prune(
     if not quiet:
         verb = "would delete" if dry_run else "deleted"
         console.print(
-            f"{verb} {count} expired sessions and layer items of project {project!r}",
+            f"{verb} {count} expired sessions, layer items and documents of project {project!r}",
             markup=False,
         )
 

@@ -75,7 +75,7 @@ class RecalculateOut(BaseModel):
 
 
 class PruneOut(BaseModel):
-    """How many expired sessions and layer items were (or would be) deleted."""
+    """How many expired sessions, layer items and documents were (or would be) deleted."""
 
     project: str
     deleted: int = Field(description="Deleted, or with dry_run, that would be.")

@@ -212,7 +212,8 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         def present(memory: ConversationMemory, count: int) -> tuple[BaseModel, str]:
             out = PruneOut(project=memory.project, deleted=count, dry_run=dry_run)
             verb = "would delete" if dry_run else "deleted"
-            return out, f"{verb} {count} expired sessions and layer items of {out.project!r}"
+            what = "expired sessions, layer items and documents"
+            return out, f"{verb} {count} {what} of {out.project!r}"
 
         return await tools.call(
             project, lambda m: m.aprune_expired(limit=limit, dry_run=dry_run), present
