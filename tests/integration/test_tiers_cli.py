@@ -20,6 +20,10 @@ from ..conftest import store_url
 runner = CliRunner()
 
 
+#: What recalc and prune count in their reports.
+WHAT = "sessions, layer items and documents"
+
+
 @pytest.fixture(name="url")
 def fixture_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A URL on a fresh SQLite file or PostgreSQL schema; invariants checked afterwards."""
@@ -92,11 +96,11 @@ def test_stats_json_and_other_project(url: str) -> None:
 
 
 def test_recalc_reports_and_stays_quiet(url: str) -> None:
-    """recalc prints how many sessions, layer items and documents changed tier; --quiet prints nothing."""
+    """recalc prints how many rows changed tier; --quiet prints nothing."""
     seed(url, expired=2, fresh=1)
     result = runner.invoke(cli.app, ["recalc", "--url", url])
     assert result.exit_code == 0
-    assert "2 sessions, layer items and documents of project 'default' changed tier" in result.stdout
+    assert f"2 {WHAT} of project 'default' changed tier" in result.stdout
     quiet = runner.invoke(cli.app, ["recalc", "--url", url, "--quiet", "--batch-size", "1"])
     assert quiet.exit_code == 0 and quiet.output == ""
 
@@ -105,13 +109,13 @@ def test_prune_dry_run_then_quiet_prune(url: str) -> None:
     """prune --dry-run only counts (within --limit); prune -q deletes and prints nothing."""
     seed(url, expired=3, fresh=1)
     dry = runner.invoke(cli.app, ["prune", "--url", url, "--dry-run", "--limit", "2"])
-    assert dry.exit_code == 0 and "would delete 2 expired sessions, layer items and documents" in dry.stdout
+    assert dry.exit_code == 0 and f"would delete 2 expired {WHAT}" in dry.stdout
     assert len(session_ids(url)) == 4
     real = runner.invoke(cli.app, ["prune", "--url", url, "-q"])
     assert real.exit_code == 0 and real.output == ""
     assert session_ids(url) == {"new0"}
     again = runner.invoke(cli.app, ["prune", "--url", url, "--limit", "5"])
-    assert "deleted 0 expired sessions, layer items and documents" in again.stdout
+    assert f"deleted 0 expired {WHAT}" in again.stdout
 
 
 @pytest.mark.parametrize("args", [["--limit", "-1"], ["--limit", "x"], ["--batch-size", "0"]])
@@ -138,7 +142,7 @@ def test_progress_bar_on_a_terminal(url: str, monkeypatch: pytest.MonkeyPatch) -
     terminal = Console(file=screen, force_terminal=True, width=100)
     monkeypatch.setattr(cli, "err_console", terminal)
     result = runner.invoke(cli.app, ["prune", "--url", url, "--batch-size", "1"])
-    assert result.exit_code == 0 and "deleted 3 expired sessions, layer items and documents" in result.stdout
+    assert result.exit_code == 0 and f"deleted 3 expired {WHAT}" in result.stdout
     assert "pruning" in screen.getvalue()
     result = runner.invoke(cli.app, ["recalc", "--url", url, "--quiet"])
     assert result.output == ""
@@ -153,12 +157,12 @@ def test_prune_and_recalc_handle_layer_items(url: str) -> None:
     with ConversationMemory(url) as memory:
         memory.layers("agent").learn("new fact", "remembered")
     result = runner.invoke(cli.app, ["recalc", "--url", url])
-    assert "1 sessions, layer items and documents of project 'default' changed tier" in result.stdout
+    assert f"1 {WHAT} of project 'default' changed tier" in result.stdout
     stats = json.loads(runner.invoke(cli.app, ["stats", "--url", url, "--json"]).stdout)
     assert (stats["items"], stats["expired_items"], stats["active_items"]) == (2, 1, 1)
     result = runner.invoke(cli.app, ["prune", "--url", url])
     assert result.exit_code == 0
-    assert "deleted 1 expired sessions, layer items and documents" in result.stdout
+    assert f"deleted 1 expired {WHAT}" in result.stdout
     with ConversationMemory(url) as memory:
         layers = memory.layers("agent")
         assert [item.key for item in layers.recent("semantic")] == ["new fact"]

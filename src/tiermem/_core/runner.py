@@ -6,12 +6,15 @@ sync and async forms differ and returns its result (the shape of psycopg's
 
 * :class:`Transact`: run a function in one database transaction;
 * :class:`Emit`: send signals, after the commit that produced them;
-* :class:`Summarize`: call the summarizer.
+* :class:`Summarize`: call the summarizer;
+* :class:`Compute`: run CPU-heavy work (serializing and counting a large message,
+  validating an import) that must not hold up an event loop.
 
 :func:`run` performs each effect in the calling thread for the sync API;
 :func:`arun` awaits each one for the async API (a transaction on a worker thread,
-the model's async call, async receivers), so everything between two effects runs
-on the event loop and only the database waits on a thread. An effect's result is
+the model's async call, async receivers, a computation on a worker thread), so
+the small work between two effects runs on the event loop and anything that waits
+or computes at length runs off it. An effect's result is
 sent back into the operation and its error is thrown into it at the ``yield``,
 so an operation handles both as if it had made the call itself.
 """
@@ -31,7 +34,18 @@ if TYPE_CHECKING:
     from .._compression.summarizer import Summarizer
     from .._storage.database import Database
 
-__all__ = ["Effect", "Emit", "Op", "Summarize", "Transact", "arun", "run", "transact"]
+__all__ = [
+    "Compute",
+    "Effect",
+    "Emit",
+    "Op",
+    "Summarize",
+    "Transact",
+    "arun",
+    "compute",
+    "run",
+    "transact",
+]
 
 T = TypeVar("T")
 
@@ -63,7 +77,14 @@ class Summarize:
     timeout: float | None
 
 
-Effect = Transact | Emit | Summarize
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """Call ``work`` (no I/O, but long enough to matter to an event loop)."""
+
+    work: Callable[[], Any]
+
+
+Effect = Transact | Emit | Summarize | Compute
 
 #: An operation: yields effects, returns its result.
 Op = Generator[Effect, Any, T]
@@ -78,6 +99,12 @@ def transact(
 ) -> Op[T]:
     """Yield ``work`` as a transaction and return what it returned (typed)."""
     result: T = yield Transact(database, work, write, snapshot)
+    return result
+
+
+def compute(work: Callable[[], T]) -> Op[T]:
+    """Yield ``work`` as a computation and return what it returned (typed)."""
+    result: T = yield Compute(work)
     return result
 
 
@@ -119,6 +146,8 @@ def _perform(effect: Effect) -> Any:
     if isinstance(effect, Emit):
         signals.send(effect.sender, effect.pending)
         return None
+    if isinstance(effect, Compute):
+        return effect.work()
     return effect.summarizer.summarize(effect.prompt, effect.timeout)
 
 
@@ -130,4 +159,6 @@ async def _aperform(effect: Effect) -> Any:
     if isinstance(effect, Emit):
         await signals.send_async(effect.sender, effect.pending)
         return None
+    if isinstance(effect, Compute):
+        return await asyncio.to_thread(effect.work)
     return await effect.summarizer.asummarize(effect.prompt, effect.timeout)

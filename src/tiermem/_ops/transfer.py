@@ -29,7 +29,7 @@ from .._core.messages import (
     tool_call_names,
     validate_session_id,
 )
-from .._core.runner import Op
+from .._core.runner import Op, compute
 from .._core.structure import (
     EntryFacts,
     SummaryFacts,
@@ -266,8 +266,11 @@ def import_session(
     ctx: MemoryContext, state: SessionState | str | bytes, overwrite: bool, session_id: str | None
 ) -> Op[str]:
     """Validate and store an export (see ``ConversationMemory.import_session``)."""
-    plan = import_state(
-        state, ctx.counter, session_id=session_id, max_entry_chars=ctx.config.max_entry_chars
+    # Parsing, validating and counting an export can take seconds: off the event loop.
+    plan = yield from compute(
+        lambda: import_state(
+            state, ctx.counter, session_id=session_id, max_entry_chars=ctx.config.max_entry_chars
+        )
     )
     now = ctx.now()
     yield from ctx.transact(

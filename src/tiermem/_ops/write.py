@@ -27,7 +27,7 @@ from .._core.messages import (
     serialize_metadata,
     validate_session_id,
 )
-from .._core.runner import Op
+from .._core.runner import Op, compute
 from .._storage import failpoints as _failpoints
 from .._storage import store
 from .._storage.database import Connection
@@ -79,6 +79,41 @@ def _prepare(
         pinned=pinned,
         metadata_json=metadata_json,
     )
+
+
+#: Messages of more characters than this are serialized and counted off the event
+#: loop under the async API (a worker thread); smaller ones cost less than the hop.
+OFFLOAD_CHARS = 65_536
+
+
+def _size(message: BaseMessage) -> int:
+    """About how many characters serializing ``message`` reads (cheap to compute)."""
+    content = message.content
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(block) if isinstance(block, str) else len(str(block)) for block in content)
+
+
+def _prepare_all(
+    ctx: MemoryContext,
+    messages: Sequence[BaseMessage],
+    *,
+    pinned: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+    entry_type: EntryType | None = None,
+) -> Op[list[store.NewEntry]]:
+    """:func:`_prepare` each message: in place when they are small, as a
+    computation (off the event loop under the async API) when they are large."""
+
+    def work() -> list[store.NewEntry]:
+        return [
+            _prepare(ctx, m, pinned=pinned, metadata=metadata, entry_type=entry_type)
+            for m in messages
+        ]
+
+    if sum(_size(m) for m in messages if isinstance(m, BaseMessage)) <= OFFLOAD_CHARS:
+        return work()
+    return (yield from compute(work))
 
 
 def _append(
@@ -180,7 +215,8 @@ def add_message(
     metadata: Mapping[str, Any] | None = None,
 ) -> Op[MemoryEntry]:
     """Store any LangChain message (see ``ConversationMemory.add_message``)."""
-    return (yield from _append(ctx, session_id, [_prepare(ctx, message, metadata=metadata)]))
+    prepared = yield from _prepare_all(ctx, [message], metadata=metadata)
+    return (yield from _append(ctx, session_id, prepared))
 
 
 def add_text(
@@ -211,7 +247,7 @@ def add_messages(
             write=False,
         )
         messages = [m for m in messages if not m.id or m.id not in seen]
-    prepared = [_prepare(ctx, m) for m in messages]
+    prepared = yield from _prepare_all(ctx, messages)
     return (
         yield from _store(
             ctx, session_id, prepared, skip_existing=skip_existing, with_window=with_window
@@ -299,10 +335,10 @@ def add_context(
 ) -> Op[MemoryEntry]:
     """Store context: a system message from ``source``, pinned or not."""
     message = SystemMessage(content=_text(content), additional_kwargs={"source": source})
-    prepared = _prepare(
-        ctx, message, pinned=pinned, metadata={"source": source}, entry_type=EntryType.CONTEXT
+    prepared = yield from _prepare_all(
+        ctx, [message], pinned=pinned, metadata={"source": source}, entry_type=EntryType.CONTEXT
     )
-    return (yield from _append(ctx, session_id, [prepared]))
+    return (yield from _append(ctx, session_id, prepared))
 
 
 def clear(ctx: MemoryContext, session_id: str) -> Op[int]:
