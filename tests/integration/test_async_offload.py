@@ -76,3 +76,15 @@ def test_the_sync_api_prepares_in_the_calling_thread(
     seen = _record_threads(monkeypatch, write, "_prepare")
     memory.add_message("s", HumanMessage(LARGE))
     assert seen == [threading.main_thread()]
+
+
+async def test_a_large_image_block_counts_as_large(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base64 image in a content block makes the message large, like long text."""
+    memory = make_memory()
+    seen = _record_threads(monkeypatch, write, "_prepare")
+    url = "data:image/png;base64," + "QUJD" * (write.OFFLOAD_CHARS // 4 + 1)
+    message = HumanMessage(content=[{"type": "image_url", "image_url": {"url": url}}])
+    await memory.aadd_message("s", message)
+    assert seen and all(t is not threading.main_thread() for t in seen)

@@ -87,11 +87,25 @@ OFFLOAD_CHARS = 65_536
 
 
 def _size(message: BaseMessage) -> int:
-    """About how many characters serializing ``message`` reads (cheap to compute)."""
+    """About how many characters serializing ``message`` reads: its text and the
+    strings of its content blocks two levels down (an image URL), never recursing,
+    since validation of what is nested deeper comes later."""
     content = message.content
     if isinstance(content, str):
         return len(content)
-    return sum(len(block) if isinstance(block, str) else len(str(block)) for block in content)
+    size = 0
+    for block in content if isinstance(content, list) else ():
+        values = [block] if isinstance(block, str) else _values(block)
+        for value in values:
+            if isinstance(value, str):
+                size += len(value)
+            else:
+                size += sum(len(inner) for inner in _values(value) if isinstance(inner, str))
+    return size
+
+
+def _values(value: object) -> list[object]:
+    return list(value.values()) if isinstance(value, dict) else []
 
 
 def _prepare_all(
