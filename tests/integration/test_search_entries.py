@@ -84,7 +84,7 @@ def test_special_character_queries_are_text(memory: ConversationMemory) -> None:
         memory.add_user_message(f"s{n}", f"literal {query} inside")
     for n, query in enumerate(HOSTILE):
         hits = memory.search(query, session_id=f"s{n}")
-        if fts.tokenize(query):
+        if fts.query_words(query):
             assert [hit.entry.content for hit in hits] == [f"literal {query} inside"], query
         else:
             assert hits == [], query

@@ -163,8 +163,8 @@ def test_uninstall_removes_every_object(tmp_path: Path) -> None:
     engine.dispose()
 
 
-def test_matches_carry_a_mask_per_row_and_stay_in_their_partition(tmp_path: Path) -> None:
-    """Bit i of a row's mask says it holds word i; a partition sees only its own rows."""
+def test_a_partition_holds_only_its_own_rows(tmp_path: Path) -> None:
+    """A session's rowid range holds that session's entries only."""
     engine = _engine(tmp_path / "db.sqlite")
     create_tables(engine)
     with engine.begin() as conn:
@@ -191,10 +191,10 @@ def test_matches_carry_a_mask_per_row_and_stay_in_their_partition(tmp_path: Path
             )
         fts.flush(conn)  # entries are indexed in batches
     with engine.connect() as conn:
-        inside = fts.sqlite_matches(conn, fts.ENTRY_INDEX, ["apple", "pear"], 1)
-        everywhere = fts.sqlite_matches(conn, fts.ENTRY_INDEX, ["apple"])
-    assert inside == {1: 0b01, 2: 0b11, 3: 0b10}
-    assert everywhere == {1: 1, 2: 1, 4: 1}
+        inside = _matching(conn, "apple OR pear", fts.partition_range(1))
+        everywhere = _matching(conn, "apple")
+    assert inside == {1, 2, 3}
+    assert everywhere == {1, 2, 4}
     engine.dispose()
 
 
@@ -215,8 +215,13 @@ def _session_and_entries(conn: sa.Connection, texts: list[str]) -> None:
         )
 
 
-def _matching(conn: sa.Connection, word: str) -> set[int]:
-    return set(fts.sqlite_matches(conn, fts.ENTRY_INDEX, [word]))
+def _matching(conn: sa.Connection, query: str, rowids: tuple[int, int] = (0, 2**62)) -> set[int]:
+    rows = conn.exec_driver_sql(
+        "SELECT rowid FROM tiermem_entry_fts WHERE tiermem_entry_fts MATCH ? "
+        "AND rowid BETWEEN ? AND ?",
+        (query, *rowids),
+    )
+    return {rowid & 0xFFFFFFFF for (rowid,) in rows}
 
 
 def _integrity_check(conn: sa.Connection) -> None:

@@ -112,7 +112,7 @@ def _hits(
     if not isinstance(query, str):
         raise InvalidArgument(f"query must be a str, got {query.__class__.__name__}")
     check_count("limit", limit, 1)
-    words = fts.tokenize(query)
+    words = fts.query_words(query)
     if not words:
         return []
     context = scope.context

@@ -2,8 +2,9 @@
 
 Items live in a bounded deque (the newest ``max_entries``) under a lock, so
 threads (and event loops running in several threads) can share a scope. Search
-ranks with the same function as the SQL layers (:func:`tiermem._ops.search.rank`),
-the working items being the collection.
+scores with BM25 and ranks with the same functions as the SQL layers
+(:mod:`tiermem._storage.search`), the working items being the collection; its
+words are not stemmed (a working scope is small and short-lived).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from .._storage import fts
-from .._storage.search import Candidate, epoch, rank
+from .._storage.search import Candidate, bm25, epoch, rank
 from ..errors import CompressionConflict, InvalidArgument
 from ..layer_models import LayerItem, LayerType
 from ..tiers import MemoryTier, TierPolicy
@@ -102,14 +103,26 @@ class WorkingMemory:
         """The best ``limit`` items matching any of ``words``, best first; each hit's
         access is recorded."""
         with self._lock:
-            candidates = []
+            wanted, matched, frequencies, lengths = set(words), [], [], []
+            every = 0
             for item in self._items:
-                present = set(fts.words(item.content[: fts.MAX_INDEXED_CHARS]))
-                mask = sum(1 << position for position, word in enumerate(words) if word in present)
-                if mask:
-                    created, accessed = epoch(item.created_at), epoch(item.last_accessed)
-                    candidates.append(Candidate(item.id, created, accessed, mask))
-            ranked = rank(candidates, len(self._items), now, policy, limit)
+                present = fts.words(item.content[: fts.MAX_INDEXED_CHARS])
+                every += len(present)
+                counts: dict[str, int] = {}
+                for word in present:
+                    if word in wanted:
+                        counts[word] = counts.get(word, 0) + 1
+                if counts:
+                    matched.append(item)
+                    frequencies.append(counts)
+                    lengths.append(float(len(present)))
+            average = every / max(len(self._items), 1)
+            scores = bm25(frequencies, lengths, len(self._items), average)
+            candidates = [
+                Candidate(item.id, epoch(item.created_at), epoch(item.last_accessed), score)
+                for item, score in zip(matched, scores, strict=True)
+            ]
+            ranked = rank(candidates, now, policy, limit)
             by_id = {item.id: item for item in self._items}
             hits = [(by_id[candidate.id], score) for candidate, score in ranked]
             touched = {

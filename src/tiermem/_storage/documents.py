@@ -246,7 +246,7 @@ def search_documents(
     elif words:
         vector: sa.ColumnElement[Any] = sa.literal_column(f"{document_table.name}.fts")
         tsquery = sa.func.to_tsquery(
-            sa.literal_column("'simple'::regconfig"), fts.tsquery_any(words)
+            sa.literal_column(f"'{fts.PG_CONFIG}'::regconfig"), fts.tsquery_any(words)
         )
         score = sa.func.ts_rank(vector, tsquery)
         query = sa.select(*columns, score.label("score")).where(vector.op("@@")(tsquery), *where)

@@ -28,11 +28,16 @@ Only the first :data:`MAX_INDEXED_CHARS` characters of a text are indexed, so
 a 10 MB entry costs a bounded amount of work and never exceeds PostgreSQL's
 1 MB ``tsvector`` limit. Both backends split text into runs of letters and
 digits (PostgreSQL's parser would otherwise keep ``3.14``, URLs and e-mail
-addresses as single tokens), lower-case it and keep diacritics.
+addresses as single tokens), lower-case it, keep diacritics and reduce English
+words to their stems, so "trips" finds "trip" and "hiking" finds "hike": FTS5's
+``porter unicode61`` tokenizer, PostgreSQL's ``english`` configuration (Snowball;
+it also leaves English stopwords out of the index). The two stemmers agree on
+common words and differ on a few rare ones.
 
-Queries are text, never syntax: :func:`tokenize` reduces any string to words
-(letters and digits); each word is matched on its own as a quoted FTS5
-string or a quoted ``to_tsquery`` lexeme, and ranking happens in
+Queries are text, never syntax: :func:`query_words` reduces any string to its
+words (letters and digits) without English stopwords ("what", "the", "did"),
+which carry no meaning and would match most rows; the words are OR-ed as quoted
+FTS5 strings or quoted ``to_tsquery`` lexemes, and ranking (BM25) happens in
 :mod:`tiermem._storage.search`.
 """
 
@@ -61,8 +66,12 @@ __all__ = [
     "fts5_query",
     "install",
     "install_index",
+    "PG_CONFIG",
+    "SQLITE_TOKENIZER",
+    "STOPWORDS",
+    "fts5_any",
     "partition_range",
-    "sqlite_matches",
+    "query_words",
     "tokenize",
     "tsquery_any",
     "uninstall",
@@ -79,6 +88,24 @@ _ID_MASK = (1 << _ID_BITS) - 1
 _WORD = re.compile(r"[^\W_]+")
 #: PostgreSQL: what separates words (the same pattern on rows and on queries).
 PG_SEPARATORS = "[^[:alnum:]]+"
+#: PostgreSQL: the text search configuration of every index and query.
+PG_CONFIG = "english"
+#: SQLite: the FTS5 tokenizer of every index (the same words as PostgreSQL's, stemmed).
+SQLITE_TOKENIZER = "porter unicode61 remove_diacritics 0"
+_UNSTEMMED_TOKENIZER = "unicode61 remove_diacritics 0"
+
+#: Words a query ignores: PostgreSQL's English stopword list (which its ``english``
+#: configuration leaves out of the index), so both backends ignore the same words.
+STOPWORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him
+    his himself she her hers herself it its itself they them their theirs themselves what
+    which who whom this that these those am is are was were be been being have has had
+    having do does did doing a an the and but if or because as until while of at by for
+    with about against between into through during before after above below to from up
+    down in out on off over under again further then once here there when where why how
+    all any both each few more most other some such no nor not only own same so than too
+    very s t can will just don should now""".split()
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +182,17 @@ def tokenize(text: str) -> list[str]:
     return found
 
 
+def query_words(text: str) -> list[str]:
+    """The words of a query that are searched: :func:`tokenize` without
+    :data:`STOPWORDS` (a query of stopwords only searches nothing)."""
+    return [word for word in tokenize(text) if word not in STOPWORDS]
+
+
+def fts5_any(found: Sequence[str]) -> str:
+    """The FTS5 MATCH expression of rows containing any of ``found``."""
+    return " OR ".join(fts5_query(word) for word in found)
+
+
 def fts5_query(word: str) -> str:
     """The FTS5 MATCH expression of one word: a quoted string, never an operator."""
     return '"' + word.replace('"', '""') + '"'
@@ -171,33 +209,6 @@ def partition_range(partition: int) -> tuple[int, int]:
     return low, low + _ID_MASK
 
 
-@functools.cache
-def _match_statement(name: str, count: int, ranged: bool) -> sa.TextClause:
-    where = " AND rowid BETWEEN :low AND :high" if ranged else ""
-    return sa.text(
-        " UNION ALL ".join(
-            f"SELECT rowid, {position} FROM {name} WHERE {name} MATCH :q{position}{where}"
-            for position in range(count)
-        )
-    )
-
-
-def sqlite_matches(
-    conn: Connection, index: FtsIndex, found: Sequence[str], partition: int | None = None
-) -> dict[int, int]:
-    """SQLite: id -> mask of the rows containing any of ``found`` (bit ``i`` set when
-    the row contains word ``i``), in one partition or anywhere; one statement."""
-    statement = _match_statement(index.name, len(found), partition is not None)
-    params: dict[str, object] = {f"q{i}": fts5_query(word) for i, word in enumerate(found)}
-    if partition is not None:
-        params["low"], params["high"] = partition_range(partition)
-    masks: dict[int, int] = {}
-    for rowid, position in conn.execute(statement, params).all():
-        row_id = rowid & _ID_MASK
-        masks[row_id] = masks.get(row_id, 0) | (1 << position)
-    return masks
-
-
 # --------------------------------------------------------------------------- DDL
 
 
@@ -205,7 +216,7 @@ def _rowid(index: FtsIndex, r: str) -> str:
     return f"(({index.partition_sql.format(r=r)}) << {_ID_BITS}) + {r}id"
 
 
-def _sqlite_install(conn: Connection, index: FtsIndex) -> None:
+def _sqlite_install(conn: Connection, index: FtsIndex, tokenizer: str) -> None:
     table, name = index.table.name, index.name
     names = ", ".join(column.name for column in index.columns)
     pending = f"{name}_pending"
@@ -215,22 +226,24 @@ def _sqlite_install(conn: Connection, index: FtsIndex) -> None:
         + f" FROM {table}"
         + (f" WHERE id NOT IN (SELECT id FROM {pending})" if index.deferred else "")
     )
-    existing = conn.exec_driver_sql(
-        "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", (f"{name}_src",)
-    ).scalar()
-    if existing is not None and existing != view:
-        uninstall(conn, index)  # an index of an older layout: rebuild it
-        existing = None
-    if existing is not None:
+    fts_table = (
+        f"CREATE VIRTUAL TABLE {name} USING fts5({names}, content='{name}_src', "
+        f"content_rowid='fts_rowid', tokenize='{tokenizer}')"
+    )
+    existing: dict[str, str] = dict(
+        conn.exec_driver_sql(
+            "SELECT type, sql FROM sqlite_master WHERE name IN (?, ?)", (f"{name}_src", name)
+        ).all()
+    )
+    if existing and existing != {"view": view, "table": fts_table}:
+        uninstall(conn, index)  # an index of an older layout or tokenizer: rebuild it
+        existing = {}
+    if existing:
         return
     if index.deferred:
         conn.exec_driver_sql(f"CREATE TABLE {pending} (id INTEGER PRIMARY KEY)")
     conn.exec_driver_sql(view)
-    # remove_diacritics 0: the same words as PostgreSQL's 'simple' configuration.
-    conn.exec_driver_sql(
-        f"CREATE VIRTUAL TABLE {name} USING fts5({names}, content='{name}_src', "
-        "content_rowid='fts_rowid', tokenize='unicode61 remove_diacritics 0')"
-    )
+    conn.exec_driver_sql(fts_table)
 
     def values(r: str) -> str:
         return ", ".join([_rowid(index, r)] + [column.sql.format(r=r) for column in index.columns])
@@ -286,28 +299,32 @@ def _referenced(index: FtsIndex) -> set[str]:
     return set(re.findall(r"\{r\}(\w+)", text))
 
 
-def _pg_expression(index: FtsIndex) -> str:
+def _pg_expression(index: FtsIndex, config: str) -> str:
     parts = [
-        f"to_tsvector('simple'::regconfig, regexp_replace("
+        f"to_tsvector('{config}'::regconfig, regexp_replace("
         f"{column.sql.format(r='')}, '{PG_SEPARATORS}', ' ', 'g'))"
         for column in index.columns
     ]
     return " || ".join(parts)
 
 
-def _pg_install(conn: Connection, index: FtsIndex) -> None:
+def _pg_install(conn: Connection, index: FtsIndex, config: str) -> None:
     table, name = index.table.name, index.name
     # Catalog checks first: ALTER/CREATE INDEX would take table locks even when
     # there is nothing to do, and block behind running writers.
-    has_column = conn.exec_driver_sql(
-        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%(t)s) "
-        "AND attname = 'fts' AND NOT attisdropped",
+    expression = conn.exec_driver_sql(
+        "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
+        "JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+        "WHERE a.attrelid = to_regclass(%(t)s) AND a.attname = 'fts' AND NOT a.attisdropped",
         {"t": table},
-    ).first()
-    if not has_column:
+    ).scalar()
+    if expression is not None and f"'{config}'" not in expression:
+        uninstall(conn, index)  # an index of another configuration: rebuild it
+        expression = None
+    if expression is None:
         conn.exec_driver_sql(
             f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fts tsvector "
-            f"GENERATED ALWAYS AS ({_pg_expression(index)}) STORED"
+            f"GENERATED ALWAYS AS ({_pg_expression(index, config)}) STORED"
         )
     if conn.exec_driver_sql("SELECT to_regclass(%(i)s)", {"i": f"ix_{name}"}).scalar() is None:
         conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS ix_{name} ON {table} USING gin (fts)")
@@ -323,13 +340,14 @@ def install(conn: Connection) -> None:
         install_index(conn, index)
 
 
-def install_index(conn: Connection, index: FtsIndex) -> None:
-    """Create one full-text index if it is missing; on SQLite an index of another
-    layout (an older view, or deferred where ``index`` is not) is rebuilt."""
+def install_index(conn: Connection, index: FtsIndex, *, stemmed: bool = True) -> None:
+    """Create one full-text index if it is missing; an index of another layout (an
+    older view, deferred where ``index`` is not) or of other words (stemmed where
+    ``stemmed`` is false, or the reverse) is rebuilt."""
     if conn.dialect.name == "postgresql":
-        _pg_install(conn, index)
+        _pg_install(conn, index, PG_CONFIG if stemmed else "simple")
     else:
-        _sqlite_install(conn, index)
+        _sqlite_install(conn, index, SQLITE_TOKENIZER if stemmed else _UNSTEMMED_TOKENIZER)
 
 
 def uninstall(conn: Connection, index: FtsIndex) -> None:

@@ -219,60 +219,53 @@ def read_items(conn: Connection, ids: Sequence[int]) -> list[RowMapping]:
     return list(conn.execute(query).mappings())
 
 
-_COUNT = sa.select(sa.func.count()).where(
+_SIZE = sa.select(sa.func.count(), sa.func.coalesce(sa.func.avg(IC.byte_size), 0)).where(
     IC.scope_pk == sa.bindparam("pk"), IC.layer == sa.bindparam("layer")
 )
 
 
 def _candidates(
     conn: Connection, pk: int, layer: str, words: Sequence[str], since: datetime
-) -> tuple[list[Candidate], int | None]:
-    """The matching items that are not expired, and the layer's size when it was read on
-    the way (every stored item: filtering the count by expiry would double its cost)."""
+) -> list[Candidate]:
+    """The matching items that are not expired, with their BM25."""
     params = {"pk": pk, "layer": layer, "since": since}
     if conn.dialect.name == "postgresql":
+        # The layer's statistics count every stored item: filtering them by expiry
+        # would double their cost.
+        total, average = conn.execute(_SIZE, params).one()
         return pg_candidates(
             conn,
             words,
             params,
+            int(total),
+            float(average),
             id="i.id",
             created="i.created_at",
             accessed="i.last_accessed",
-            total=(
-                "(SELECT count(*) FROM tiermem_layer_item WHERE scope_pk = :pk AND layer = :layer)"
-            ),
+            length="i.byte_size",
             fts="i.fts",
             source="tiermem_layer_item i",
             where="i.scope_pk = :pk AND i.layer = :layer AND i.last_accessed >= :since",
         )
     low, high = fts.partition_range(item_partition(pk, layer))
-    bound = {f"q{i}": fts.fts5_query(word) for i, word in enumerate(words)}
-    statement = _sqlite_candidates(len(words))
-    rows = conn.execute(statement, {**params, **bound, "low": low, "high": high}).all()
-    candidates = [Candidate(row[0], row[1], row[2], row[3]) for row in rows]
-    return candidates, (rows[0][4] if rows else None)
+    statement = _SQLITE_CANDIDATES
+    rows = conn.execute(statement, {**params, "q": fts.fts5_any(words), "low": low, "high": high})
+    return [Candidate(row[0], row[1], row[2], row[3]) for row in rows]
 
 
-@functools.cache
-def _sqlite_candidates(count: int) -> sa.TextClause:
-    """SQLite: each matching item of a scope's layer with its word mask, read from the
-    FTS5 partition and the covering index (the layer's size rides along)."""
-    name = ITEM_INDEX.name
-    words = " UNION ALL ".join(
-        f"SELECT rowid, {1 << i} AS bit FROM {name} "
-        f"WHERE {name} MATCH :q{i} AND rowid BETWEEN :low AND :high"
-        for i in range(count)
-    )
-    # The cutoff is typed: it is bound in the one text format SQLite stores times in.
-    return sa.text(
-        "SELECT i.id, (julianday(i.created_at) - 2440587.5) * 86400.0, "
-        "(julianday(i.last_accessed) - 2440587.5) * 86400.0, m.mask, "
-        "(SELECT count(*) FROM tiermem_layer_item WHERE scope_pk = :pk AND layer = :layer) "
-        f"FROM (SELECT rowid, sum(bit) AS mask FROM ({words}) GROUP BY rowid) AS m "
-        "JOIN tiermem_layer_item AS i INDEXED BY ix_tiermem_layer_item_scope "
-        f"ON i.scope_pk = :pk AND i.layer = :layer AND i.id = (m.rowid & {(1 << 32) - 1}) "
-        "AND i.last_accessed >= :since"
-    ).bindparams(sa.bindparam("since", type_=sa.DateTime(timezone=True)))
+_NAME = ITEM_INDEX.name
+#: SQLite: each matching item of a scope's layer with its BM25, read from the FTS5
+#: partition and the covering index. The cutoff is typed: it is bound in the one text
+#: format SQLite stores times in.
+_SQLITE_CANDIDATES = sa.text(
+    f"WITH m AS MATERIALIZED (SELECT rowid, -bm25({_NAME}) AS score FROM {_NAME} "
+    f"WHERE {_NAME} MATCH :q AND rowid BETWEEN :low AND :high) "
+    "SELECT i.id, (julianday(i.created_at) - 2440587.5) * 86400.0, "
+    "(julianday(i.last_accessed) - 2440587.5) * 86400.0, m.score "
+    "FROM m JOIN tiermem_layer_item AS i INDEXED BY ix_tiermem_layer_item_scope "
+    f"ON i.scope_pk = :pk AND i.layer = :layer AND i.id = (m.rowid & {(1 << 32) - 1}) "
+    "AND i.last_accessed >= :since"
+).bindparams(sa.bindparam("since", type_=sa.DateTime(timezone=True)))
 
 
 def search_items(
@@ -287,13 +280,10 @@ def search_items(
     """The best ``limit`` items of a layer containing any of ``words`` with their
     scores, best first (:func:`tiermem._storage.search.rank`); each hit's access is recorded.
     Expired items are never candidates."""
-    since = live_since(now, policy)
-    candidates, total = _candidates(conn, pk, layer, words, since)
+    candidates = _candidates(conn, pk, layer, words, live_since(now, policy))
     if not candidates:
         return []
-    if total is None:
-        total = conn.execute(_COUNT, {"pk": pk, "layer": layer}).scalar_one()
-    ranked = rank(candidates, total, as_utc(now), policy, limit)
+    ranked = rank(candidates, as_utc(now), policy, limit)
     scores = {candidate.id: score for candidate, score in ranked}
     rows = _touch(conn, list(scores), now)
     hits = [(row, scores[row["id"]]) for row in rows]

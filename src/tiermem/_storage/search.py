@@ -1,31 +1,31 @@
 """Full-text search over conversation entries (compressed originals included), and
 the ranking every search shares (entries, layer items, working memory).
 
-The database finds, for each query word, the rows containing it (see
-:mod:`tiermem._storage.fts`); each matching row is a :class:`Candidate` with a bit
-mask of its words. Each scores
+The database finds the rows containing any of the query's words (see
+:mod:`tiermem._storage.fts`: stemmed, stopwords left out) and scores each with
+BM25 (k1 = 1.2, b = 0.75): on SQLite FTS5's ``bm25()``, whose statistics are
+those of the whole index; on PostgreSQL the same formula in Python over each
+candidate's term frequencies (read from its ``tsvector``) with the document
+frequencies, size and average length of the collection searched (the session,
+the project or the scope's layer). Each candidate then scores
 
-* its text relevance: the sum of the inverse document frequencies (BM25's
-  IDF, taken inside the collection searched: the session, the project or
-  the scope's layer) of the query words it contains, divided by the best
-  candidate's, so the best match has 1.0 and a rare word outweighs a
-  common one;
+* its text relevance: its BM25 divided by the best candidate's, so the best
+  match has 1.0 and a match on rare or repeated words outweighs one on common
+  words;
 * plus the recency bonus: 0.5 for an item created now, falling linearly to
   0 at 24 hours;
 * plus the tier boost (:func:`~tiermem.tiers.tier_boost`) of the tier its
   last access gives now (for a conversation entry, its session's).
 
-Best first, ties newest (highest id) first. The same numbers on SQLite and
-PostgreSQL.
+Best first, ties newest (highest id) first.
 """
 
 from __future__ import annotations
 
 import functools
 import heapq
-import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -40,17 +40,17 @@ from .schema import entry_table, session_table
 from .store import entry_from_row
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "RECENCY_BONUS",
     "RECENCY_WINDOW",
     "Candidate",
+    "bm25",
     "epoch",
-    "in_ids",
-    "json_ids",
     "pg_candidates",
     "rank",
     "recency_bonus",
     "search_entries",
-    "sqlite_epoch",
     "tier_bands",
 ]
 
@@ -60,6 +60,8 @@ E, S = entry_table.c, session_table.c
 RECENCY_BONUS = 0.5
 #: The bonus falls linearly to 0 over this window.
 RECENCY_WINDOW = timedelta(hours=24)
+#: BM25's term frequency saturation and length normalization (FTS5's values).
+BM25_K1, BM25_B = 1.2, 0.75
 _MAX_BONUS = RECENCY_BONUS + max(tier_boost(tier) for tier in MemoryTier)
 
 
@@ -94,13 +96,43 @@ class Candidate(NamedTuple):
         created: when it was stored, in epoch seconds (the recency bonus).
         accessed: its (or its session's) last access in epoch seconds, if any
             (the tier boost).
-        mask: bit ``i`` is set when it contains query word ``i``.
+        relevance: its BM25 score for the query (positive).
     """
 
     id: int
     created: float
     accessed: float | None
-    mask: int
+    relevance: float
+
+
+def bm25(
+    frequencies: Sequence[dict[str, int]], lengths: Sequence[float], total: int, average: float
+) -> list[float]:
+    """BM25 of each document of a collection that matched a query.
+
+    Args:
+        frequencies: per document, how often each query term occurs in it.
+        lengths: per document, its length (any unit ``average`` shares).
+        total: how many documents the collection holds.
+        average: their average length.
+    """
+    population = max(total, len(frequencies))
+    counts: dict[str, int] = {}
+    for terms in frequencies:
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+    idf = {
+        term: math.log(1 + (population - count + 0.5) / (count + 0.5))
+        for term, count in counts.items()
+    }
+    average = average if average > 0 else 1.0
+    scores = []
+    for terms, length in zip(frequencies, lengths, strict=True):
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+        scores.append(
+            sum(idf[term] * tf * (BM25_K1 + 1) / (tf + norm) for term, tf in terms.items())
+        )
+    return scores
 
 
 def epoch(moment: datetime) -> float:
@@ -131,146 +163,159 @@ def _tier_boosts(now: float, policy: TierPolicy) -> Callable[[float | None], flo
 
 
 def rank(
-    candidates: Sequence[Candidate],
-    total: int,
-    now: datetime,
-    policy: TierPolicy,
-    limit: int,
+    candidates: Sequence[Candidate], now: datetime, policy: TierPolicy, limit: int
 ) -> list[tuple[Candidate, float]]:
-    """The best ``limit`` candidates with their scores (see the module docstring).
-
-    Args:
-        total: how many rows the searched collection holds (for the IDF).
-    """
+    """The best ``limit`` candidates with their scores (see the module docstring)."""
     if not candidates:
         return []
-    population = max(total, len(candidates))
-    groups: dict[int, list[Candidate]] = {}
-    for candidate in candidates:
-        groups.setdefault(candidate.mask, []).append(candidate)
-    per_word: dict[int, int] = {}
-    for mask, members in groups.items():
-        while mask:
-            bit = mask & -mask
-            per_word[bit] = per_word.get(bit, 0) + len(members)
-            mask ^= bit
-    idf = {
-        bit: math.log(1 + (population - count + 0.5) / (count + 0.5))
-        for bit, count in per_word.items()
-    }
-    weights = {mask: sum(value for bit, value in idf.items() if mask & bit) for mask in groups}
-    best = max(weights.values()) or 1.0
+    ordered = sorted(candidates, key=lambda candidate: candidate.relevance, reverse=True)
+    best = ordered[0].relevance or 1.0
     moment, window = epoch(now), RECENCY_WINDOW.total_seconds()
     boost = _tier_boosts(moment, policy)
     scored: list[tuple[float, int, Candidate]] = []
-    for mask in sorted(groups, key=weights.__getitem__, reverse=True):
-        relevance = weights[mask] / best
+    for candidate in ordered:
+        relevance = candidate.relevance / best
         # Bonuses are bounded: once relevance + the largest bonus cannot reach the
         # current limit-th score, no less relevant candidate can either.
         if len(scored) >= limit and relevance + _MAX_BONUS < scored[0][0]:
             break
-        for candidate in groups[mask]:
-            age = (moment - candidate.created) / window
-            recency = RECENCY_BONUS * min(max(1.0 - age, 0.0), 1.0)
-            entry = (relevance + recency + boost(candidate.accessed), candidate.id, candidate)
-            if len(scored) < limit:
-                heapq.heappush(scored, entry)
-            elif entry > scored[0]:
-                heapq.heapreplace(scored, entry)
+        age = (moment - candidate.created) / window
+        recency = RECENCY_BONUS * min(max(1.0 - age, 0.0), 1.0)
+        entry = (relevance + recency + boost(candidate.accessed), candidate.id, candidate)
+        if len(scored) < limit:
+            heapq.heappush(scored, entry)
+        elif entry > scored[0]:
+            heapq.heapreplace(scored, entry)
     ranked = sorted(scored, key=lambda item: (-item[0], -item[1]))
     return [(candidate, score) for score, _, candidate in ranked]
 
 
 _PG_CANDIDATES = """\
-SELECT {id}, extract(epoch FROM {created}), extract(epoch FROM {accessed}), {total}, {checks}
+SELECT {id}, extract(epoch FROM {created}), extract(epoch FROM {accessed}), {length},
+  ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1)
+        FROM unnest({fts}) AS u
+        WHERE u.lexeme = ANY(ARRAY(SELECT lexeme FROM unnest(to_tsvector('{config}', :text)))))
 FROM {source}
-WHERE {fts} @@ to_tsquery('simple', :any) AND {where}"""
+WHERE {fts} @@ to_tsquery('{config}', :any) AND {where}"""
 
 
 @functools.cache
-def _pg_statement(count: int, **parts: str) -> sa.TextClause:
-    checks = ", ".join(f"{parts['fts']} @@ to_tsquery('simple', :w{i})" for i in range(count))
-    return sa.text(_PG_CANDIDATES.format(checks=checks, **parts))
+def _pg_statement(**parts: str) -> sa.TextClause:
+    return sa.text(_PG_CANDIDATES.format(config=fts.PG_CONFIG, **parts))
 
 
 def pg_candidates(
-    conn: Connection, words: Sequence[str], params: dict[str, Any], **parts: str
-) -> tuple[list[Candidate], int | None]:
-    """PostgreSQL: the rows of ``parts["source"]`` matching any of ``words``, with
-    their masks, in one statement (``parts`` name the SQL of each column; an
-    optional ``total`` counts the collection in the same statement)."""
-    parts.setdefault("total", "NULL")
-    statement = _pg_statement(len(words), **parts)
+    conn: Connection,
+    words: Sequence[str],
+    params: dict[str, Any],
+    total: int,
+    average: float,
+    **parts: str,
+) -> list[Candidate]:
+    """PostgreSQL: the rows of ``parts["source"]`` matching any of ``words``, scored
+    with :func:`bm25` in a collection of ``total`` rows of ``average`` length, in one
+    statement (``parts`` name the SQL of each column; ``length`` is a row's length
+    in the unit of ``average``)."""
+    statement = _pg_statement(**parts)
     # A prepared statement's generic plan cannot see the words: it would AND a GIN
     # scan of every row holding a common word with the scope. Plan with the words.
     conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
-    bound = {f"w{i}": fts.tsquery_any([word]) for i, word in enumerate(words)}
-    rows = conn.execute(statement, {**params, **bound, "any": fts.tsquery_any(words)}).all()
-    candidates = [
-        Candidate(
-            row[0],
-            float(row[1]),
-            _float(row[2]),
-            sum(1 << i for i, hit in enumerate(row[4:]) if hit),
-        )
-        for row in rows
+    bound = {"text": " ".join(words), "any": fts.tsquery_any(words)}
+    rows = conn.execute(statement, {**params, **bound}).all()
+    frequencies = [
+        {term: int(count) for term, count in (pair.split(" ") for pair in row[4])} for row in rows
     ]
-    return candidates, (None if not rows or rows[0][3] is None else int(rows[0][3]))
+    scores = bm25(frequencies, [float(row[3] or 0) for row in rows], total, average)
+    return [
+        Candidate(row[0], float(row[1]), _float(row[2]), score)
+        for row, score in zip(rows, scores, strict=True)
+    ]
 
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def sqlite_epoch(column: sa.ColumnElement[datetime]) -> sa.ColumnElement[float]:
-    """SQLite: epoch seconds of a stored UTC datetime, computed by the database."""
-    return sa.type_coerce((sa.func.julianday(column) - 2440587.5) * 86400.0, sa.Float)
+@functools.cache
+def _sqlite_entry_statement(ranged: bool, capped: bool) -> sa.TextClause:
+    """SQLite: the entries of a project (or of one session, by its rowid range) that
+    match ``:q``, with FTS5's BM25; capped, the ``:cap`` best only."""
+    name = fts.ENTRY_INDEX.name
+    where = " AND rowid BETWEEN :low AND :high" if ranged else ""
+    cap = f" ORDER BY bm25({name}) LIMIT :cap" if capped else ""
+    return sa.text(
+        f"WITH m AS MATERIALIZED (SELECT rowid, -bm25({name}) AS score FROM {name} "
+        f"WHERE {name} MATCH :q{where}{cap}) "
+        "SELECT e.id, (julianday(e.timestamp) - 2440587.5) * 86400.0, "
+        "(julianday(s.last_accessed) - 2440587.5) * 86400.0, m.score "
+        f"FROM m JOIN tiermem_entry AS e ON e.id = (m.rowid & {(1 << 32) - 1}) "
+        "JOIN tiermem_session AS s ON s.pk = e.session_pk WHERE s.project = :project"
+    )
 
 
-def json_ids(ids: Iterable[int]) -> str:
-    """SQLite: the ``ids`` parameter of :func:`in_ids` (one bound JSON array)."""
-    return json.dumps(list(ids))
-
-
-def in_ids(column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
-    """SQLite: ``column IN`` the JSON array bound as ``ids`` (any length, one parameter)."""
-    values = sa.func.json_each(sa.bindparam("ids")).table_valued("value")
-    return column.in_(sa.select(values.c.value))
-
-
-_SQLITE_ENTRY_META = (
-    sa.select(E.id, sqlite_epoch(E.timestamp), sqlite_epoch(S.last_accessed))
-    .join(session_table, S.pk == E.session_pk)
-    .where(S.project == sa.bindparam("project"), in_ids(E.id))
-)
-
-
-def _entry_candidates(
-    conn: Connection, project: str, words: Sequence[str], session_pk: int | None
+def _sqlite_entry_candidates(
+    conn: Connection, params: dict[str, Any], session_pk: int | None, cap: int | None
 ) -> list[Candidate]:
+    if session_pk is not None:
+        params["low"], params["high"] = fts.partition_range(session_pk)
+    statement = _sqlite_entry_statement(session_pk is not None, cap is not None)
+    rows = conn.execute(statement, {**params, "cap": cap}).all()
+    return [Candidate(row[0], row[1], row[2], row[3]) for row in rows]
+
+
+def _exact(candidates: Sequence[Candidate], ranked: Sequence[tuple[Candidate, float]]) -> bool:
+    """Whether the ranking of the best ``len(candidates)`` matches is the ranking of
+    all matches: no match left out can outscore the last one ranked."""
+    if not ranked:
+        return False
+    floor = min(candidate.relevance for candidate in candidates)
+    best = max(candidate.relevance for candidate in candidates) or 1.0
+    return ranked[-1][1] > floor / best + _MAX_BONUS
+
+
+def _ranked_entries(
+    conn: Connection,
+    project: str,
+    words: Sequence[str],
+    counts: Sequence[Any],
+    session_pk: int | None,
+    limit: int,
+    now: datetime,
+    policy: TierPolicy,
+) -> list[tuple[Candidate, float]]:
     if conn.dialect.name == "postgresql":
         where = "s.project = :project"
         params: dict[str, Any] = {"project": project}
         if session_pk is not None:
             where += " AND e.session_pk = :session_pk"
             params["session_pk"] = session_pk
-        candidates, _ = pg_candidates(
+        total = sum(row[1] for row in counts)
+        average = sum(row[2] for row in counts) / max(total, 1)
+        candidates = pg_candidates(
             conn,
             words,
             params,
+            total,
+            average,
             id="e.id",
             created="e.timestamp",
             accessed="s.last_accessed",
+            length="e.token_count",
             fts="e.fts",
             source="tiermem_entry e JOIN tiermem_session s ON s.pk = e.session_pk",
             where=where,
         )
-        return candidates
-    found = fts.sqlite_matches(conn, fts.ENTRY_INDEX, words, session_pk)
-    if not found:
-        return []
-    rows = conn.execute(_SQLITE_ENTRY_META, {"project": project, "ids": json_ids(found)}).all()
-    return [Candidate(row[0], row[1], row[2], found[row[0]]) for row in rows]
+        return rank(candidates, now, policy, limit)
+    params = {"project": project, "q": fts.fts5_any(words)}
+    if session_pk is not None:
+        # Within a session, read the best matches first: most searches need no more.
+        cap = max(4 * limit, 100)
+        candidates = _sqlite_entry_candidates(conn, params, session_pk, cap)
+        ranked = rank(candidates, now, policy, limit)
+        if len(candidates) < cap or _exact(candidates, ranked):
+            return ranked
+    candidates = _sqlite_entry_candidates(conn, params, session_pk, None)
+    return rank(candidates, now, policy, limit)
 
 
 def search_entries(
@@ -290,19 +335,18 @@ def search_entries(
         now: the memory's clock (recency and tiers); the current time by default.
         policy: the tier thresholds of the tier boost.
     """
-    found = fts.tokenize(query)
+    found = fts.query_words(query)
     if not found:
         return []
-    sessions = sa.select(S.pk, S.entry_count).where(S.project == project)
+    sessions = sa.select(S.pk, S.entry_count, S.entry_tokens).where(S.project == project)
     if session_id is not None:
         sessions = sessions.where(S.session_id == session_id)
     counts = conn.execute(sessions).all()
     if not counts:
         return []
     session_pk = counts[0][0] if session_id is not None else None
-    total = sum(row[1] for row in counts)
-    candidates = _entry_candidates(conn, project, found, session_pk)
-    ranked = rank(candidates, total, as_utc(now or datetime.now(UTC)), policy, limit)
+    moment = as_utc(now or datetime.now(UTC))
+    ranked = _ranked_entries(conn, project, found, counts, session_pk, limit, moment, policy)
     if not ranked:
         return []
     scores = {candidate.id: score for candidate, score in ranked}

@@ -449,7 +449,7 @@ class TieredStore(BaseStore):
         now: datetime,
     ) -> list[docs.StoredDocument]:
         prefix = _namespace_text(tuple(op.namespace_prefix)) or None
-        words = fts.tokenize(op.query) if op.query else []
+        words = fts.query_words(op.query) if op.query else []
         common: dict[str, Any] = {
             "project": self.memory.project,
             "prefix": prefix,

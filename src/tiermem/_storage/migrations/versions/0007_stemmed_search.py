@@ -1,0 +1,33 @@
+"""Full-text indexes stem English words (FTS5 ``porter unicode61``, PostgreSQL's
+``english`` configuration), so a search for "trips" finds "trip".
+
+The upgrade rebuilds every full-text index with the new tokenizer (on PostgreSQL
+the generated ``tsvector`` columns are computed again, which rewrites the tables);
+the downgrade rebuilds them without stemming.
+
+Revision ID: 0007
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from tiermem._storage import fts
+
+revision = "0007"
+down_revision = "0006"
+
+
+def upgrade() -> None:
+    """Rebuild every full-text index with stemming."""
+    bind = op.get_bind()
+    for index in fts.INDEXES:
+        fts.install_index(bind, index)
+
+
+def downgrade() -> None:
+    """Rebuild every full-text index without stemming (revision 0006's words)."""
+    bind = op.get_bind()
+    for index in fts.INDEXES:
+        fts.install_index(bind, index, stemmed=False)
