@@ -23,6 +23,7 @@ wrapped and kept as ``__cause__``::
         x SummarizerOutputInvalid
       x CompressionInProgress
       x CompressionConflict
+      x EmbeddingFailed
       x TokenizerUnavailable
 """
 
@@ -39,6 +40,7 @@ __all__ = [
     "CompressionConflict",
     "ContextReadFailed",
     "CompressionInProgress",
+    "EmbeddingFailed",
     "EntryTooLarge",
     "ImportValidationError",
     "InvalidArgument",
@@ -160,6 +162,11 @@ class CompressionInProgress(TiermemError):
 
 class CompressionConflict(TiermemError):
     """The entries changed while the summarizer ran; nothing was written."""
+
+
+class EmbeddingFailed(TiermemError):
+    """The embedding model raised or returned something other than one vector of
+    numbers per text; no vector was stored (the entries stay searchable by words)."""
 
 
 class TokenizerUnavailable(TiermemError):

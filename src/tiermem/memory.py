@@ -18,14 +18,15 @@ from langchain_core.messages import BaseMessage
 
 from . import signals
 from ._compression.policy import SummarizerLike
-from ._compression.summarizer import Summarizer
+from ._compression.summarizer import make_summarizer
 from ._core.clock import utc_now
 from ._core.context import MemoryContext
+from ._core.embedder import Embedder
 from ._core.messages import clear_cache, validate_session_id
 from ._core.render import SUMMARY_HEADER
 from ._core.runner import arun, run
 from ._ops import compress as compressing
-from ._ops import read, tiers, transfer, write
+from ._ops import embed, read, tiers, transfer, write
 from ._ops.tiers import DEFAULT_LOAD_LIMIT, DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
 from ._storage.database import Database
 from .errors import InvalidArgument
@@ -46,6 +47,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:  # the deprecated base class is imported lazily at run time
+    from langchain_core.embeddings import Embeddings
     from sqlalchemy.engine import Engine
 
     from .history import TieredChatMessageHistory
@@ -68,6 +70,10 @@ class ConversationMemory:
             tiktoken does not register raises ``InvalidArgument``.
         clock: returns an aware datetime within the years 1000-8999 (tests inject one).
         lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
+        embeddings: any LangChain ``Embeddings`` (needs the ``embeddings`` extra):
+            entries are embedded in the background after each append and
+            :meth:`search` fuses similarity with BM25.
+        dense_weight: the similarity ranking's weight in that fusion (BM25's is 1).
 
     Raises:
         InvalidArgument: for bad arguments.
@@ -86,6 +92,8 @@ class ConversationMemory:
         encoding: str | None = None,
         clock: Callable[[], datetime] | None = None,
         lock_timeout: float = 30.0,
+        embeddings: Embeddings | None = None,
+        dense_weight: float = 1.0,
     ) -> None:
         project = validate_session_id(project, "project")
         if config is not None and not isinstance(config, MemoryConfig):
@@ -104,6 +112,7 @@ class ConversationMemory:
             summarizer=None,
             owner=self,
             frame_tokens=MESSAGE_OVERHEAD + counter.count_text("system " + SUMMARY_HEADER),
+            embedder=None if embeddings is None else Embedder(embeddings, dense_weight),
         )
         self.set_summarizer(summarizer)
         self._layers = LayerRegistry()
@@ -145,13 +154,7 @@ class ConversationMemory:
 
     def set_summarizer(self, summarizer: SummarizerLike | None) -> None:
         """Compress with ``summarizer`` from now on (``None``: the heuristic)."""
-        if (
-            summarizer is not None
-            and not callable(summarizer)
-            and not hasattr(summarizer, "invoke")
-        ):
-            raise InvalidArgument("summarizer must be a chat model, Runnable or callable")
-        self._context.summarizer = Summarizer(summarizer) if summarizer is not None else None
+        self._context.summarizer = make_summarizer(summarizer)
 
     def update_config(self, **changes: Any) -> MemoryConfig:
         """Change configuration fields (validated); returns the new config."""
@@ -161,13 +164,7 @@ class ConversationMemory:
     def on(self, name: str, receiver: Callable[..., Any]) -> Callable[[], None]:
         """Connect ``receiver`` to signal ``name`` of this memory only, held strongly;
         returns a callable that disconnects it."""
-        sig = signals.signal(name)
-        sig.connect(receiver, sender=self, weak=False)
-
-        def disconnect() -> None:
-            sig.disconnect(receiver, sender=self)
-
-        return disconnect
+        return signals.connect(name, receiver, self)
 
     def history(self, session_id: str) -> TieredChatMessageHistory:
         """A LangChain ``BaseChatMessageHistory`` over one session."""
@@ -183,9 +180,11 @@ class ConversationMemory:
         return self._layers.get(self._context, scope, max_working_entries)
 
     def close(self) -> None:
-        """Drain background compression, release the connection pool and empty the
-        process's parse cache of stored messages."""
+        """Drain background compression and embedding, release the connection pool
+        and empty the process's parse cache of stored messages."""
         self._context.background.drain()
+        if self._context.embedder is not None:
+            self._context.embedder.queue.drain()
         self._context.database.dispose()
         clear_cache()
 
@@ -408,7 +407,8 @@ class ConversationMemory:
         return await arun(read.expand_summary(self._context, summary_id))
 
     def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:
-        """Full-text search over conversation entries, compressed originals included,
+        """Entries best matching ``query`` (BM25 on stemmed words, fused with
+        similarity when the memory has embeddings), compressed originals included,
         best first; not an access of the sessions searched or found."""
         return run(read.search(self._context, query, session_id, limit))
 
@@ -417,6 +417,16 @@ class ConversationMemory:
     ) -> list[SearchHit]:
         """Async :meth:`search`."""
         return await arun(read.search(self._context, query, session_id, limit))
+
+    def embed_missing(self) -> int:
+        """Embed every entry of the project that has no vector of this memory's model
+        (older entries, or all after a model change); returns how many were stored.
+        ``EmbeddingFailed`` if the model fails (earlier batches stay stored)."""
+        return run(embed.embed_missing(self._context))
+
+    async def aembed_missing(self) -> int:
+        """Async :meth:`embed_missing`."""
+        return await arun(embed.embed_missing(self._context))
 
     def compress(
         self, session_id: str, force: bool = False, *, keep: int | None = None
@@ -471,19 +481,12 @@ class ConversationMemory:
         batch_size: int = DEFAULT_RECALC_BATCH,
         progress: Progress | None = None,
     ) -> int:
-        """Store the tier every session and stored layer item of a project has by its
-        ``last_accessed``: set-based ``UPDATE`` statements over id ranges of
-        ``batch_size``, one transaction each, ``tier_changed`` sent once per new tier
-        after each session batch; future accesses are clamped to now first.
-
-        Args:
-            project: the project to refresh (default: this memory's).
-            batch_size: sessions (a pk range) or items (an id range) per transaction.
-            progress: called as ``progress(done, total)`` after each batch.
-
-        Returns:
-            The number of sessions and layer items whose stored tier changed.
-        """
+        """Store the tier every session and stored layer item of ``project`` (default:
+        this memory's) has by its ``last_accessed``: set-based ``UPDATE`` statements
+        over id ranges of ``batch_size`` sessions or items, one transaction each,
+        ``tier_changed`` sent once per new tier after each session batch, and
+        ``progress(done, total)`` called; future accesses are clamped to now first.
+        Returns how many sessions and layer items changed tier."""
         return run(tiers.recalculate(self._context, project, batch_size, progress))
 
     async def arecalculate_tiers(
@@ -497,13 +500,9 @@ class ConversationMemory:
         return await arun(tiers.recalculate(self._context, project, batch_size, progress))
 
     def get_tier_stats(self, project: str | None = None) -> TierStats:
-        """How many sessions, and how many stored layer items, of a project are in
-        each tier, by their current ``last_accessed`` (no need to run
-        :meth:`recalculate_tiers` first).
-
-        Args:
-            project: the project to count (default: this memory's).
-        """
+        """How many sessions, and stored layer items, of ``project`` (default: this
+        memory's) are in each tier by their current ``last_accessed`` (no need to
+        run :meth:`recalculate_tiers` first)."""
         return run(tiers.tier_stats(self._context, project))
 
     async def aget_tier_stats(self, project: str | None = None) -> TierStats:

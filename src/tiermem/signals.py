@@ -32,6 +32,7 @@ from .errors import InvalidArgument
 __all__ = [
     "SIGNAL_NAMES",
     "compressed",
+    "connect",
     "compression_failed",
     "entry_added",
     "pruned",
@@ -70,6 +71,18 @@ def signal(name: str) -> NamedSignal:
     if name not in _signals:
         raise InvalidArgument(f"unknown signal {name!r}; known: {', '.join(SIGNAL_NAMES)}")
     return _signals[name]
+
+
+def connect(name: str, receiver: Callable[..., Any], sender: object) -> Callable[[], None]:
+    """Connect ``receiver`` to signal ``name`` from ``sender`` only, held strongly;
+    returns a callable that disconnects it."""
+    sig = signal(name)
+    sig.connect(receiver, sender=sender, weak=False)
+
+    def disconnect() -> None:
+        sig.disconnect(receiver, sender=sender)
+
+    return disconnect
 
 
 def _receivers(name: str, sender: object) -> list[Callable[..., Any]]:

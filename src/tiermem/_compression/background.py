@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 class BackgroundQueue:
     """Runs one job per queued key on a single worker thread, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "compress") -> None:
+        self._name = name
         self.after_fork()
         _QUEUES.add(self)
 
@@ -40,7 +41,7 @@ class BackgroundQueue:
                 return
             self._queued.add(key)
             if self._worker is None:
-                self._worker = ThreadPoolExecutor(1, thread_name_prefix="tiermem-compress")
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"tiermem-{self._name}")
             self._worker.submit(self._run, key, job)
 
     def _run(self, key: str, job: Callable[[], None]) -> None:
@@ -49,7 +50,7 @@ class BackgroundQueue:
         try:
             job()
         except Exception:
-            logger.exception("background compression of %r failed", key)
+            logger.exception("background %s of %r failed", self._name, key)
 
     def drain(self) -> None:
         """Wait for every queued job, then stop the worker (a later submit starts one)."""

@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
 from ..errors import (
+    InvalidArgument,
     SummarizationError,
     SummarizerFailed,
     SummarizerOutputInvalid,
@@ -30,7 +31,13 @@ from ..errors import (
 )
 from .policy import PROMPT_ECHO, SummarizerLike
 
-__all__ = ["MAX_IDLE_WORKERS", "MAX_STUCK_CALLS", "Summarizer", "normalize_output"]
+__all__ = [
+    "MAX_IDLE_WORKERS",
+    "MAX_STUCK_CALLS",
+    "Summarizer",
+    "make_summarizer",
+    "normalize_output",
+]
 
 _ERROR_STUB = re.compile(
     r"^\s*(error generating summary|error:|an error occurred|i'?m sorry|i am sorry|"
@@ -242,6 +249,19 @@ class _DaemonWorkers:
 
 
 _WORKERS = _DaemonWorkers()
+
+
+def make_summarizer(summarizer: object) -> Summarizer | None:
+    """A :class:`Summarizer` over a chat model, Runnable or callable (``None``: none).
+
+    Raises:
+        InvalidArgument: for anything else.
+    """
+    if summarizer is None:
+        return None
+    if not callable(summarizer) and not hasattr(summarizer, "invoke"):
+        raise InvalidArgument("summarizer must be a chat model, Runnable or callable")
+    return Summarizer(summarizer)  # type: ignore[arg-type]
 
 
 def _reset_after_fork() -> None:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .._storage.database import Database
     from ..tokens import TokenCounter
     from ..types import MemoryConfig
+    from .embedder import Embedder
 
 __all__ = ["EARLIEST_TIME", "LATEST_TIME", "MemoryContext"]
 
@@ -54,6 +55,7 @@ class MemoryContext:
         owner: the sender of every signal (the ``ConversationMemory``).
         frame_tokens: what the head system message costs beyond its summaries.
         background: the queue of background compressions.
+        embedder: the embedding model and its queue and cache, if any.
     """
 
     project: str
@@ -65,6 +67,7 @@ class MemoryContext:
     owner: object
     frame_tokens: int
     background: BackgroundQueue = field(default_factory=BackgroundQueue)
+    embedder: Embedder | None = None
 
     def now(self) -> datetime:
         """The clock's time, checked to be timezone-aware and within

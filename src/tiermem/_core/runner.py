@@ -8,7 +8,8 @@ sync and async forms differ and returns its result (the shape of psycopg's
 * :class:`Emit`: send signals, after the commit that produced them;
 * :class:`Summarize`: call the summarizer;
 * :class:`Compute`: run CPU-heavy work (serializing and counting a large message,
-  validating an import) that must not hold up an event loop.
+  validating an import) that must not hold up an event loop;
+* :class:`Embed`: ask an embedding model for vectors.
 
 :func:`run` performs each effect in the calling thread for the sync API;
 :func:`arun` awaits each one for the async API (a transaction on a worker thread,
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import signals
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
     from sqlalchemy.engine import Connection
 
     from .._compression.summarizer import Summarizer
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Compute",
     "Effect",
+    "Embed",
     "Emit",
     "Op",
     "Summarize",
@@ -84,7 +87,17 @@ class Compute:
     work: Callable[[], Any]
 
 
-Effect = Transact | Emit | Summarize | Compute
+@dataclass(frozen=True, slots=True)
+class Embed:
+    """Ask ``embeddings`` for the vectors of ``texts`` (documents), or of one query
+    (``query``: ``texts`` holds it alone)."""
+
+    embeddings: Embeddings
+    texts: list[str]
+    query: bool = False
+
+
+Effect = Transact | Emit | Summarize | Compute | Embed
 
 #: An operation: yields effects, returns its result.
 Op = Generator[Effect, Any, T]
@@ -148,6 +161,10 @@ def _perform(effect: Effect) -> Any:
         return None
     if isinstance(effect, Compute):
         return effect.work()
+    if isinstance(effect, Embed):
+        if effect.query:
+            return [effect.embeddings.embed_query(effect.texts[0])]
+        return effect.embeddings.embed_documents(effect.texts)
     return effect.summarizer.summarize(effect.prompt, effect.timeout)
 
 
@@ -161,4 +178,8 @@ async def _aperform(effect: Effect) -> Any:
         return None
     if isinstance(effect, Compute):
         return await asyncio.to_thread(effect.work)
+    if isinstance(effect, Embed):
+        if effect.query:
+            return [await effect.embeddings.aembed_query(effect.texts[0])]
+        return await effect.embeddings.aembed_documents(effect.texts)
     return await effect.summarizer.asummarize(effect.prompt, effect.timeout)

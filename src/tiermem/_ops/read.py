@@ -27,6 +27,7 @@ from .._storage.database import Connection
 from .._storage.search import search_entries
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
+from .embed import query_vector
 
 __all__ = [
     "MessageWindow",
@@ -191,12 +192,23 @@ def search(
         raise InvalidArgument("query must be a str")
     limit = min(check_int("limit", limit, minimum=1), MAX_SQL_INT)
     now, policy = ctx.now(), ctx.config.tier_policy
+    vector = yield from query_vector(ctx, query)
+    embedder = ctx.embedder
 
     def work(conn: Connection) -> list[SearchHit]:
         # Entries are indexed in batches on SQLite: index the pending ones first,
         # so a search sees every committed entry.
         fts.flush(conn)
-        return search_entries(conn, ctx.project, query, session_id, limit, now=now, policy=policy)
+        if vector is None or embedder is None:
+            return search_entries(
+                conn, ctx.project, query, session_id, limit, now=now, policy=policy
+            )
+        from .._storage import hybrid  # numpy: only for a memory with embeddings
+
+        dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
+        return hybrid.search_entries(
+            conn, ctx.project, query, session_id, limit, now=now, policy=policy, dense_query=dense
+        )
 
     # Counts, candidates and rows are read by separate statements: one snapshot.
     on_pg = ctx.database.is_postgres

@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..types import EntryType, MemoryEntry
 from .compress import Planned, auto_compress, compression_due, plan_compression
+from .embed import queue_entries
 from .read import MessageWindow, message_window, render_window
 
 __all__ = [
@@ -215,6 +216,7 @@ def _store(
         yield from ctx.emit(
             [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
         )
+        queue_entries(ctx, [entry.id for entry in entries])
     sink: list[MessageWindow] | None = [] if with_window and read is None else None
     yield from auto_compress(ctx, session_id, counters, sink, planned)
     if read is None and sink:

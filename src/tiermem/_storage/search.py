@@ -50,7 +50,10 @@ __all__ = [
     "pg_candidates",
     "rank",
     "recency_bonus",
+    "entry_candidates",
+    "entry_hits",
     "search_entries",
+    "session_counts",
     "tier_bands",
 ]
 
@@ -273,16 +276,21 @@ def _exact(candidates: Sequence[Candidate], ranked: Sequence[tuple[Candidate, fl
     return ranked[-1][1] > floor / best + _MAX_BONUS
 
 
-def _ranked_entries(
+def entry_candidates(
     conn: Connection,
     project: str,
     words: Sequence[str],
     counts: Sequence[Any],
     session_pk: int | None,
-    limit: int,
-    now: datetime,
-    policy: TierPolicy,
-) -> list[tuple[Candidate, float]]:
+    cap: int | None = None,
+) -> list[Candidate]:
+    """The entries of ``project`` (or of one session) matching any of ``words`` with
+    their BM25; with ``cap``, at least the ``cap`` best (SQLite reads only those
+    within a session).
+
+    Args:
+        counts: the searched sessions' (pk, entry count, entry tokens).
+    """
     if conn.dialect.name == "postgresql":
         where = "s.project = :project"
         params: dict[str, Any] = {"project": project}
@@ -291,7 +299,7 @@ def _ranked_entries(
             params["session_pk"] = session_pk
         total = sum(row[1] for row in counts)
         average = sum(row[2] for row in counts) / max(total, 1)
-        candidates = pg_candidates(
+        return pg_candidates(
             conn,
             words,
             params,
@@ -305,17 +313,54 @@ def _ranked_entries(
             source="tiermem_entry e JOIN tiermem_session s ON s.pk = e.session_pk",
             where=where,
         )
-        return rank(candidates, now, policy, limit)
     params = {"project": project, "q": fts.fts5_any(words)}
-    if session_pk is not None:
+    return _sqlite_entry_candidates(conn, params, session_pk, cap if session_pk else None)
+
+
+def _ranked_entries(
+    conn: Connection,
+    project: str,
+    words: Sequence[str],
+    counts: Sequence[Any],
+    session_pk: int | None,
+    limit: int,
+    now: datetime,
+    policy: TierPolicy,
+) -> list[tuple[Candidate, float]]:
+    if conn.dialect.name == "sqlite" and session_pk is not None:
         # Within a session, read the best matches first: most searches need no more.
         cap = max(4 * limit, 100)
-        candidates = _sqlite_entry_candidates(conn, params, session_pk, cap)
+        candidates = entry_candidates(conn, project, words, counts, session_pk, cap)
         ranked = rank(candidates, now, policy, limit)
         if len(candidates) < cap or _exact(candidates, ranked):
             return ranked
-    candidates = _sqlite_entry_candidates(conn, params, session_pk, None)
-    return rank(candidates, now, policy, limit)
+    return rank(entry_candidates(conn, project, words, counts, session_pk), now, policy, limit)
+
+
+def session_counts(conn: Connection, project: str, session_id: str | None) -> list[Any]:
+    """The (pk, entry count, entry tokens) of the sessions searched: ``session_id``'s,
+    or every session of ``project``."""
+    sessions = sa.select(S.pk, S.entry_count, S.entry_tokens).where(S.project == project)
+    if session_id is not None:
+        sessions = sessions.where(S.session_id == session_id)
+    return list(conn.execute(sessions).all())
+
+
+def entry_hits(conn: Connection, ranked: Sequence[tuple[Candidate, float]]) -> list[SearchHit]:
+    """The entries of a ranking as hits, best first, ties newest first."""
+    if not ranked:
+        return []
+    scores = {candidate.id: score for candidate, score in ranked}
+    rows = conn.execute(
+        sa.select(entry_table, S.session_id.label("sid"))
+        .join(session_table, S.pk == E.session_pk)
+        .where(E.id.in_(list(scores)))
+    ).mappings()
+    hits = [
+        SearchHit(entry=entry_from_row(row["sid"], row), score=scores[row["id"]]) for row in rows
+    ]
+    hits.sort(key=lambda hit: (-hit.score, -hit.entry.id))
+    return hits
 
 
 def search_entries(
@@ -338,25 +383,10 @@ def search_entries(
     found = fts.query_words(query)
     if not found:
         return []
-    sessions = sa.select(S.pk, S.entry_count, S.entry_tokens).where(S.project == project)
-    if session_id is not None:
-        sessions = sessions.where(S.session_id == session_id)
-    counts = conn.execute(sessions).all()
+    counts = session_counts(conn, project, session_id)
     if not counts:
         return []
     session_pk = counts[0][0] if session_id is not None else None
     moment = as_utc(now or datetime.now(UTC))
     ranked = _ranked_entries(conn, project, found, counts, session_pk, limit, moment, policy)
-    if not ranked:
-        return []
-    scores = {candidate.id: score for candidate, score in ranked}
-    rows = conn.execute(
-        sa.select(entry_table, S.session_id.label("sid"))
-        .join(session_table, S.pk == E.session_pk)
-        .where(E.id.in_(list(scores)))
-    ).mappings()
-    hits = [
-        SearchHit(entry=entry_from_row(row["sid"], row), score=scores[row["id"]]) for row in rows
-    ]
-    hits.sort(key=lambda hit: (-hit.score, -hit.entry.id))
-    return hits
+    return entry_hits(conn, ranked)

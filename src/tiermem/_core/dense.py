@@ -1,0 +1,174 @@
+"""Dense vectors: their stored form, the model id, exact cosine scoring and fusion.
+
+Vectors are stored L2-normalized as little-endian float32 bytes, so cosine
+similarity is one matrix-vector product. Scoring is exact (every vector of the
+searched session), with numpy; nothing here needs a vector extension in the
+database. numpy comes with the ``embeddings`` extra and is imported only when a
+memory has embeddings.
+
+Fusion is reciprocal rank fusion: a candidate at rank ``r`` (1-based) of a list
+weighted ``w`` gets ``w / (RRF_K + r)``, summed over the lexical and the dense
+lists; RRF needs no calibration between BM25 and cosine scales.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "RRF_K",
+    "PartitionVectors",
+    "VectorCache",
+    "decode",
+    "encode",
+    "fuse",
+    "model_id",
+    "nearest",
+    "top",
+]
+
+#: The rank offset of reciprocal rank fusion (the usual 60).
+RRF_K = 60
+
+Matrix = NDArray[np.float32]
+
+
+def model_id(embeddings: object) -> str:
+    """The id stored with each vector: the class and, when it has them, its model
+    name and size, so a different model (or the same class configured otherwise) is
+    told apart and its vectors are not mixed with the old ones."""
+    kind = type(embeddings)
+    parts = [f"{kind.__module__}.{kind.__qualname__}"]
+    for name in ("model", "model_name", "size", "dimensions"):
+        value = getattr(embeddings, name, None)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            parts.append(f"{name}={value}")
+    return ":".join(parts)[:255]
+
+
+def encode(vector: Sequence[float]) -> bytes:
+    """The stored form of a vector: L2-normalized float32 (a zero vector stays zero)."""
+    array = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(array))
+    if norm > 0:
+        array = array / norm
+    return array.astype("<f4").tobytes()
+
+
+def decode(blobs: Sequence[bytes]) -> Matrix:
+    """Stored vectors as the rows of one matrix (all of one size)."""
+    if not blobs:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1).astype(np.float32)
+
+
+def top(ids: NDArray[np.int64], matrix: Matrix, query: bytes, n: int) -> list[tuple[int, float]]:
+    """The ``n`` rows most similar to ``query`` (cosine), best first, as (id, similarity)."""
+    if not len(ids) or n <= 0:
+        return []
+    vector = decode([query])[0]
+    if vector.shape[0] != matrix.shape[1]:
+        return []  # vectors of another size: another model, not comparable
+    similarities = matrix @ vector
+    n = min(n, len(ids))
+    best = np.argpartition(-similarities, n - 1)[:n]
+    best = best[np.argsort(-similarities[best], kind="stable")]
+    return [(int(ids[i]), float(similarities[i])) for i in best]
+
+
+def nearest(vectors: Mapping[int, bytes], query: bytes, n: int) -> list[tuple[int, float]]:
+    """The ``n`` of ``vectors`` (id -> stored vector) most similar to ``query``."""
+    if not vectors:
+        return []
+    ids = np.fromiter(vectors, dtype=np.int64, count=len(vectors))
+    return top(ids, decode(list(vectors.values())), query, n)
+
+
+def fuse(rankings: Sequence[tuple[float, Sequence[int]]]) -> dict[int, float]:
+    """Reciprocal rank fusion of ranked id lists, each with its weight."""
+    scores: dict[int, float] = {}
+    for weight, ranked in rankings:
+        for position, item in enumerate(ranked, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (RRF_K + position)
+    return scores
+
+
+class PartitionVectors:
+    """The vectors of one partition (a session) as read so far."""
+
+    def __init__(self) -> None:
+        self.ids: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.matrix: Matrix = np.zeros((0, 0), dtype=np.float32)
+        self.count = 0
+        self.last = 0
+
+    def extend(self, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        """Add rows of (row id, item id, vector) read after :attr:`last`."""
+        if not rows:
+            return
+        matrix = decode([row[2] for row in rows])
+        ids = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
+        if self.count and matrix.shape[1] == self.matrix.shape[1]:
+            self.matrix = np.vstack([self.matrix, matrix])
+            self.ids = np.concatenate([self.ids, ids])
+        else:
+            self.matrix, self.ids = matrix, ids
+        self.count = len(self.ids)
+        self.last = max(self.last, max(row[0] for row in rows))
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the vectors take."""
+        return int(self.matrix.nbytes + self.ids.nbytes)
+
+
+class VectorCache:
+    """The vectors of recently searched partitions, per process, bounded in bytes.
+
+    A partition is read from the database once and then only its new rows; when
+    rows were deleted (the stored count is lower than the cached count plus the
+    new rows) it is read again. Least recently used partitions are dropped first.
+    """
+
+    def __init__(self, max_bytes: int = 512 * 1024 * 1024) -> None:
+        self._max_bytes = max_bytes
+        self._parts: OrderedDict[Any, PartitionVectors] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        key: Any,
+        version: tuple[int, int],
+        read: Callable[[int], Sequence[tuple[int, int, bytes]]],
+    ) -> PartitionVectors:
+        """The vectors of partition ``key``, brought up to ``version`` (its stored
+        count and largest row id) with ``read(after)``, which returns its rows of a
+        higher row id than ``after``."""
+        count, last = version
+        with self._lock:
+            part = self._parts.pop(key, None)
+        if part is None or part.count > count:
+            part = PartitionVectors()
+        if last > part.last:
+            part.extend(read(part.last))
+        if part.count != count:  # rows were deleted meanwhile: read them all again
+            part = PartitionVectors()
+            part.extend(read(0))
+        with self._lock:
+            self._parts[key] = part
+            total = sum(p.nbytes for p in self._parts.values())
+            while total > self._max_bytes and len(self._parts) > 1:
+                _, dropped = self._parts.popitem(last=False)
+                total -= dropped.nbytes
+        return part
+
+    def clear(self) -> None:
+        """Forget every partition."""
+        with self._lock:
+            self._parts.clear()

@@ -1,0 +1,89 @@
+"""A memory's embedding model and what goes with it: the id stored with its
+vectors, the fusion weight, the background queue that embeds new entries, and
+the per-process cache of session vectors.
+
+numpy (the ``embeddings`` extra) is imported only when an ``Embedder`` is made.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import TYPE_CHECKING
+
+from .._compression.background import BackgroundQueue
+from ..errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
+    from .dense import VectorCache
+
+__all__ = ["Embedder"]
+
+
+class Embedder:
+    """The embedding side of one memory.
+
+    Args:
+        embeddings: any LangChain ``Embeddings``.
+        weight: the dense list's weight in the fusion (the lexical list's is 1).
+
+    Raises:
+        InvalidArgument: for something that is not an ``Embeddings``, a negative
+            weight, or when numpy (the ``embeddings`` extra) is missing.
+    """
+
+    def __init__(self, embeddings: Embeddings, weight: float = 1.0) -> None:
+        from langchain_core.embeddings import Embeddings
+
+        if not isinstance(embeddings, Embeddings):
+            raise InvalidArgument(
+                f"embeddings must be a LangChain Embeddings, got {embeddings.__class__.__name__}"
+            )
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
+            raise InvalidArgument(f"dense_weight must be a number >= 0, got {weight!r}")
+        try:
+            from . import dense
+        except ImportError as exc:  # pragma: no cover - the extra is installed in tests
+            raise InvalidArgument(
+                "embeddings need numpy: pip install 'tiermem[embeddings]'"
+            ) from exc
+        self.embeddings = embeddings
+        self.model = dense.model_id(embeddings)
+        self.weight = float(weight)
+        self.cache: VectorCache = dense.VectorCache()
+        self.queue = BackgroundQueue("embed")
+        self._waiting: list[int] = []
+        self._lock = threading.Lock()
+        _EMBEDDERS.add(self)
+
+    def add(self, ids: list[int]) -> None:
+        """Remember new entries to embed."""
+        with self._lock:
+            self._waiting.extend(ids)
+
+    def take(self, n: int) -> list[int]:
+        """Up to ``n`` of the entries waiting, oldest first (they stop waiting)."""
+        with self._lock:
+            taken, self._waiting = self._waiting[:n], self._waiting[n:]
+        return taken
+
+    def after_fork(self) -> None:
+        """Forget what the parent was embedding (its worker does not exist in a
+        forked child; the entries stay findable by words and ``embed_missing``
+        embeds them)."""
+        self._lock = threading.Lock()
+        self._waiting = []
+
+
+_EMBEDDERS: weakref.WeakSet[Embedder] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for embedder in list(_EMBEDDERS):
+        embedder.after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -1,0 +1,50 @@
+"""The table of entry embeddings (``ConversationMemory(embeddings=...)``).
+
+* ``tiermem_entry_vector``: at most one vector per entry (``entry_id``, deleted
+  with its entry), the entry's session (``session_pk``: a session's vectors are
+  one range of the index, read together by a search), the id of the model that
+  made it (``model``: vectors of another model are ignored and replaced by a
+  backfill) and the vector itself (L2-normalized float32 bytes). Row ids are
+  never reused, so a process can read a session's new vectors incrementally.
+
+Importing this module registers the table with
+:func:`tiermem._storage.schema.create_tables`.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from . import schema as tables
+
+__all__ = ["EntryVectorRow", "entry_vector_table"]
+
+
+class EntryVectorRow(SQLModel, table=True):
+    """The embedding of one conversation entry."""
+
+    __tablename__ = "tiermem_entry_vector"
+    __table_args__ = (
+        sa.Index("ix_tiermem_entry_vector_session", "session_pk", "model", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: int = Field(
+        sa_column=sa.Column(
+            sa.Integer,
+            sa.ForeignKey("tiermem_entry.id", ondelete="CASCADE"),
+            nullable=False,
+            unique=True,
+        )
+    )
+    session_pk: int
+    model: str = Field(max_length=255)
+    vector: bytes = Field(sa_type=sa.LargeBinary)
+
+
+entry_vector_table: sa.Table = EntryVectorRow.__table__  # type: ignore[attr-defined]
+
+if all(known.name != entry_vector_table.name for known in tables.tiermem_tables):
+    tables.tiermem_tables.append(entry_vector_table)

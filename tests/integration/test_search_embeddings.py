@@ -1,0 +1,238 @@
+"""Hybrid search: entries embedded after the append, dense similarity fused with BM25."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+
+import pytest
+import sqlalchemy as sa
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+
+from tests.conftest import MemoryFactory
+from tiermem import ConversationMemory
+from tiermem.errors import EmbeddingFailed, InvalidArgument
+
+#: Words of one concept share a direction: "canine" is near "dog", far from "car".
+CONCEPTS = {
+    "dog": 0,
+    "canine": 0,
+    "puppy": 0,
+    "beagle": 0,
+    "car": 1,
+    "vehicle": 1,
+    "automobile": 1,
+    "sedan": 1,
+    "dinner": 2,
+    "meal": 2,
+    "supper": 2,
+}
+
+
+class ConceptEmbeddings(Embeddings):
+    """A tiny model: one dimension per concept, plus one that every text has."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self.calls = 0
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self.size
+        for word in re.findall(r"\w+", text.lower()):
+            if word in CONCEPTS:
+                vector[CONCEPTS[word]] += 1.0
+        vector[-1] = 0.05
+        return vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        return [self._vector(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+class BrokenEmbeddings(ConceptEmbeddings):
+    """Raises on every call."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("model offline")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise RuntimeError("model offline")
+
+
+class JunkEmbeddings(ConceptEmbeddings):
+    """Returns one vector too few, then NaN."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float("nan")] * self.size for _ in texts[1:]]
+
+
+class BlockedEmbeddings(ConceptEmbeddings):
+    """Waits for a release before answering documents."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        assert self.release.wait(30)
+        return super().embed_documents(texts)
+
+
+def _vectors(memory: ConversationMemory) -> list[tuple[int, str]]:
+    with memory.database.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT entry_id, model FROM tiermem_entry_vector"))
+        return sorted((int(row[0]), str(row[1])) for row in rows)
+
+
+def _drain(memory: ConversationMemory) -> None:
+    embedder = memory.context.embedder
+    assert embedder is not None
+    embedder.queue.drain()
+
+
+def _talk(memory: ConversationMemory) -> None:
+    memory.add_user_message("s", "We adopted a beagle last spring.")
+    memory.add_assistant_message("s", "Lovely! How is the training going?")
+    memory.add_user_message("s", "I finally sold my old sedan.")
+    memory.add_user_message("s", "Tonight we cook supper for six people.")
+    for n in range(20):
+        memory.add_user_message("s", f"Filler note number {n} about the weather.")
+
+
+def test_a_match_by_meaning_alone_is_found(make_memory: MemoryFactory) -> None:
+    """'canine' shares no word with 'beagle', yet the beagle entry ranks first; without
+    embeddings the same query finds nothing."""
+    memory = make_memory(embeddings=ConceptEmbeddings())
+    _talk(memory)
+    _drain(memory)
+    hits = memory.search("which canine do they have?", session_id="s", limit=3)
+    assert hits[0].entry.content == "We adopted a beagle last spring."
+    plain = make_memory()
+    assert plain.search("which canine do they have?", session_id="s") == []
+
+
+def test_words_and_meaning_are_fused(make_memory: MemoryFactory) -> None:
+    """An entry matching both the words and the meaning outranks one matching either."""
+    memory = make_memory(embeddings=ConceptEmbeddings())
+    memory.add_user_message("s", "The vehicle inspection is due.")  # meaning only
+    memory.add_user_message("s", "My car inspection is due.")  # words and meaning
+    memory.add_user_message("s", "The car wash loyalty card expired.")  # words only: "car"
+    _drain(memory)
+    hits = memory.search("car inspection", session_id="s", limit=3)
+    assert hits[0].entry.content == "My car inspection is due."
+    assert {hit.entry.content for hit in hits} >= {"The vehicle inspection is due."}
+
+
+def test_appends_do_not_wait_for_the_model(make_memory: MemoryFactory) -> None:
+    """A blocked model holds up no append; the entry is found by words meanwhile and
+    embedded once the model answers."""
+    model = BlockedEmbeddings()
+    memory = make_memory(embeddings=model)
+    entry = memory.add_user_message("s", "The beagle chewed the sofa.")
+    assert _vectors(memory) == []
+    assert [hit.entry.id for hit in memory.search("sofa", session_id="s")] == [entry.id]
+    model.release.set()
+    _drain(memory)
+    assert [row[0] for row in _vectors(memory)] == [entry.id]
+
+
+def test_a_failing_model_loses_nothing(make_memory: MemoryFactory) -> None:
+    """The append commits, search falls back to words, and the backfill raises a typed
+    error without storing anything."""
+    memory = make_memory(embeddings=BrokenEmbeddings())
+    entry = memory.add_user_message("s", "The beagle chewed the sofa.")
+    _drain(memory)
+    assert [hit.entry.id for hit in memory.search("sofa", session_id="s")] == [entry.id]
+    with pytest.raises(EmbeddingFailed, match="model offline"):
+        memory.embed_missing()
+    assert _vectors(memory) == []
+    assert memory.get_messages("s")[-1].content == "The beagle chewed the sofa."
+
+
+def test_junk_vectors_are_refused(make_memory: MemoryFactory) -> None:
+    """A wrong number of vectors, or non-finite values, store nothing."""
+    memory = make_memory(embeddings=JunkEmbeddings())
+    memory.add_user_message("s", "one")
+    memory.add_user_message("s", "two")
+    with pytest.raises(EmbeddingFailed):
+        memory.embed_missing()
+    assert _vectors(memory) == []
+
+
+def test_a_new_model_ignores_old_vectors_until_backfilled(make_memory: MemoryFactory) -> None:
+    """Vectors carry their model's id; another model's are not used for search and the
+    backfill replaces every one of them."""
+    old = make_memory(embeddings=ConceptEmbeddings(size=4))
+    _talk(old)
+    _drain(old)
+    count = len(_vectors(old))
+    assert count == 24
+    new_model = ConceptEmbeddings(size=6)
+    new = make_memory(embeddings=new_model)
+    assert new.search("canine", session_id="s") == []  # the old vectors are not its own
+    assert new.embed_missing() == count
+    assert {model for _, model in _vectors(new)} == {new.context.embedder.model}  # type: ignore[union-attr]
+    assert new.search("canine", session_id="s")[0].entry.content.startswith("We adopted")
+    assert new.embed_missing() == 0
+
+
+def test_backfill_embeds_entries_stored_without_embeddings(make_memory: MemoryFactory) -> None:
+    """Entries appended by a memory without embeddings are embedded by embed_missing,
+    in batches, and then found by meaning."""
+    plain = make_memory()
+    _talk(plain)
+    model = ConceptEmbeddings()
+    memory = make_memory(embeddings=model)
+    assert memory.embed_missing() == 24
+    assert memory.search("automobile", session_id="s")[0].entry.content.endswith("sedan.")
+
+
+def test_vectors_go_with_their_entries(make_memory: MemoryFactory) -> None:
+    """Clearing a session deletes its vectors; a search after it finds nothing stale."""
+    memory = make_memory(embeddings=ConceptEmbeddings())
+    _talk(memory)
+    _drain(memory)
+    assert memory.search("canine", session_id="s")
+    memory.clear_session("s")
+    assert _vectors(memory) == []
+    memory.add_user_message("s", "A new session about dinner.")
+    _drain(memory)
+    hits = memory.search("canine meal", session_id="s")
+    assert [hit.entry.content for hit in hits] == ["A new session about dinner."]
+
+
+def test_project_wide_search_reranks_word_matches(make_memory: MemoryFactory) -> None:
+    """Across sessions, the word matches are re-ranked by meaning: with equal weights
+    the two rankings tie (the newest wins); weighted up, meaning decides."""
+    memory = make_memory(embeddings=ConceptEmbeddings(), dense_weight=2.0)
+    memory.add_user_message("a", "note: the puppy slept")
+    memory.add_user_message("b", "note: the sedan stalled")
+    _drain(memory)
+    hits = memory.search("note about a dog")
+    assert [hit.entry.session_id for hit in hits] == ["a", "b"]
+
+
+def test_sync_and_async_agree(make_memory: MemoryFactory) -> None:
+    """search/asearch and embed_missing/aembed_missing run the same operations."""
+    memory = make_memory(embeddings=DeterministicFakeEmbedding(size=8))
+    for n in range(5):
+        memory.add_user_message("s", f"entry number {n}")
+    _drain(memory)
+    assert asyncio.run(memory.aembed_missing()) == memory.embed_missing() == 0
+    sync = memory.search("entry number 3", session_id="s")
+    assert asyncio.run(memory.asearch("entry number 3", session_id="s")) == sync
+    assert sync[0].entry.content == "entry number 3"
+
+
+def test_bad_embeddings_arguments_are_typed_errors(make_memory: MemoryFactory) -> None:
+    """Something that is not an Embeddings, or a negative weight, is refused."""
+    with pytest.raises(InvalidArgument, match="Embeddings"):
+        make_memory(embeddings="e5")
+    with pytest.raises(InvalidArgument, match="dense_weight"):
+        make_memory(embeddings=ConceptEmbeddings(), dense_weight=-1)
+    with pytest.raises(InvalidArgument, match="no embeddings"):
+        make_memory().embed_missing()
