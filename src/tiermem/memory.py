@@ -406,17 +406,18 @@ class ConversationMemory:
         """Async :meth:`expand_summary`."""
         return await arun(read.expand_summary(self._context, summary_id))
 
-    def search(self, query: str, session_id: str | None = None, limit: int = 10) -> list[SearchHit]:
-        """Entries best matching ``query`` (BM25 on stemmed words, fused with
-        similarity when the memory has embeddings), compressed originals included,
-        best first; not an access of the sessions searched or found."""
-        return run(read.search(self._context, query, session_id, limit))
+    def search(
+        self, query: str, session_id: str | None = None, limit: int = 10, *, window: int = 0
+    ) -> list[SearchHit]:
+        """Entries best matching ``query`` (stemmed BM25, fused with similarity given
+        embeddings), originals included, best first; not an access."""
+        return run(read.search(self._context, query, session_id, limit, window))
 
     async def asearch(
-        self, query: str, session_id: str | None = None, limit: int = 10
+        self, query: str, session_id: str | None = None, limit: int = 10, *, window: int = 0
     ) -> list[SearchHit]:
         """Async :meth:`search`."""
-        return await arun(read.search(self._context, query, session_id, limit))
+        return await arun(read.search(self._context, query, session_id, limit, window))
 
     def embed_missing(self) -> int:
         """Embed every entry of the project that has no vector of this memory's model

@@ -245,10 +245,17 @@ class SessionInfo:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """A search result: the entry and its relevance score (higher is better)."""
+    """A search result: the entry and its relevance score (higher is better).
+
+    Attributes:
+        window: with ``search(..., window=n)``, the entries of the hit's session
+            from ``n`` before it to ``n`` after it, in order, the hit included
+            (empty otherwise).
+    """
 
     entry: MemoryEntry
     score: float
+    window: tuple[MemoryEntry, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,3 +236,21 @@ def test_bad_embeddings_arguments_are_typed_errors(make_memory: MemoryFactory) -
         make_memory(embeddings=ConceptEmbeddings(), dense_weight=-1)
     with pytest.raises(InvalidArgument, match="no embeddings"):
         make_memory().embed_missing()
+
+
+def test_a_hit_brings_its_window(make_memory: MemoryFactory) -> None:
+    """window=n gives each hit the n entries before and after it, in order; the ends
+    of a session cut it short; a negative window is refused."""
+    memory = make_memory()
+    for n in range(10):
+        memory.add_user_message("s", f"turn {n} " + ("walrus" if n in (0, 5) else "plain"))
+    hits = memory.search("walrus", session_id="s", window=2)
+    windows = {hit.entry.content: [entry.seq for entry in hit.window] for hit in hits}
+    first = memory.get_entries("s")[0].seq
+    assert windows == {
+        "turn 5 walrus": [first + 3, first + 4, first + 5, first + 6, first + 7],
+        "turn 0 walrus": [first, first + 1, first + 2],
+    }
+    assert all(hit.window == () for hit in memory.search("walrus", session_id="s"))
+    with pytest.raises(InvalidArgument, match="window"):
+        memory.search("walrus", window=-1)

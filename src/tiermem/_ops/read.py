@@ -24,10 +24,13 @@ from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
 from .._storage import fts, store
 from .._storage import summaries as summary_rows
 from .._storage.database import Connection
-from .._storage.search import search_entries
+from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
 from .embed import query_vector
+
+#: The most entries a search hit brings on each side.
+MAX_WINDOW = 50
 
 __all__ = [
     "MessageWindow",
@@ -183,14 +186,16 @@ def expand_summary(ctx: MemoryContext, summary_id: int) -> Op[list[MemoryEntry]]
 
 
 def search(
-    ctx: MemoryContext, query: str, session_id: str | None, limit: int
+    ctx: MemoryContext, query: str, session_id: str | None, limit: int, window: int = 0
 ) -> Op[list[SearchHit]]:
-    """Full-text search over entries, compressed originals included; not an access."""
+    """Search over entries, compressed originals included, each hit with ``window``
+    entries around it; not an access."""
     if session_id is not None:
         validate_session_id(session_id)
     if not isinstance(query, str):
         raise InvalidArgument("query must be a str")
     limit = min(check_int("limit", limit, minimum=1), MAX_SQL_INT)
+    window = check_int("window", window, minimum=0, maximum=MAX_WINDOW)
     now, policy = ctx.now(), ctx.config.tier_policy
     vector = yield from query_vector(ctx, query)
     embedder = ctx.embedder
@@ -200,15 +205,24 @@ def search(
         # so a search sees every committed entry.
         fts.flush(conn)
         if vector is None or embedder is None:
-            return search_entries(
+            hits = search_entries(
                 conn, ctx.project, query, session_id, limit, now=now, policy=policy
             )
-        from .._storage import hybrid  # numpy: only for a memory with embeddings
+        else:
+            from .._storage import hybrid  # numpy: only for a memory with embeddings
 
-        dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
-        return hybrid.search_entries(
-            conn, ctx.project, query, session_id, limit, now=now, policy=policy, dense_query=dense
-        )
+            dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
+            hits = hybrid.search_entries(
+                conn,
+                ctx.project,
+                query,
+                session_id,
+                limit,
+                now=now,
+                policy=policy,
+                dense_query=dense,
+            )
+        return with_windows(conn, ctx.project, hits, window)
 
     # Counts, candidates and rows are read by separate statements: one snapshot.
     on_pg = ctx.database.is_postgres

@@ -26,6 +26,7 @@ import functools
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -34,7 +35,7 @@ from sqlalchemy.engine import Connection
 
 from .._core.clock import as_utc
 from ..tiers import DEFAULT_POLICY, MemoryTier, TierPolicy, tier_boost
-from ..types import SearchHit
+from ..types import MemoryEntry, SearchHit
 from . import fts
 from .schema import entry_table, session_table
 from .store import entry_from_row
@@ -52,6 +53,7 @@ __all__ = [
     "recency_bonus",
     "entry_candidates",
     "entry_hits",
+    "with_windows",
     "search_entries",
     "session_counts",
     "tier_bands",
@@ -390,3 +392,40 @@ def search_entries(
     moment = as_utc(now or datetime.now(UTC))
     ranked = _ranked_entries(conn, project, found, counts, session_pk, limit, moment, policy)
     return entry_hits(conn, ranked)
+
+
+def with_windows(
+    conn: Connection, project: str, hits: Sequence[SearchHit], window: int
+) -> list[SearchHit]:
+    """``hits`` with the ``window`` entries before and after each (see
+    :attr:`SearchHit.window`), read in one statement."""
+    if not hits or window <= 0:
+        return list(hits)
+    spans = [
+        sa.and_(
+            S.session_id == hit.entry.session_id,
+            E.seq.between(hit.entry.seq - window, hit.entry.seq + window),
+        )
+        for hit in hits
+    ]
+    rows = conn.execute(
+        sa.select(entry_table, S.session_id.label("sid"))
+        .join(session_table, S.pk == E.session_pk)
+        .where(S.project == sa.bindparam("project"), sa.or_(*spans))
+        .order_by(E.session_pk, E.seq),
+        {"project": project},
+    ).mappings()
+    around: dict[str, list[MemoryEntry]] = {}
+    for row in rows:
+        around.setdefault(row["sid"], []).append(entry_from_row(row["sid"], row))
+    return [
+        replace(
+            hit,
+            window=tuple(
+                entry
+                for entry in around.get(hit.entry.session_id, [])
+                if abs(entry.seq - hit.entry.seq) <= window
+            ),
+        )
+        for hit in hits
+    ]
