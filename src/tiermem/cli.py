@@ -17,12 +17,14 @@ read as rich markup.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from types import FunctionType
 from typing import Annotated, Any, NoReturn
 
 try:
@@ -414,6 +416,46 @@ def recalc(
             f"{changed} sessions, layer items and documents of project {project!r} changed tier",
             markup=False,
         )
+
+
+def load_embeddings(spec: str) -> Any:
+    """The ``Embeddings`` named by ``module:attribute`` (a class or factory is called
+    with no arguments).
+
+    Raises:
+        InvalidArgument: for a malformed spec, or one that does not import.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InvalidArgument(f"--embeddings must be module:attribute, got {spec!r}")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidArgument(f"cannot load embeddings {spec!r}: {exc}") from exc
+    return found() if callable(found) and isinstance(found, type | FunctionType) else found
+
+
+@app.command()
+def embed(
+    embeddings: Annotated[
+        str,
+        typer.Option(
+            help="The LangChain Embeddings to use, as module:attribute (a class or a "
+            "factory is called with no arguments), e.g. tiermem.testing:E5Embeddings."
+        ),
+    ],
+    url: UrlOption = None,
+    project: ProjectOption = "default",
+    quiet: QuietOption = False,
+) -> None:
+    """Embed every entry of a project that has no vector of this model (a backfill,
+    or a re-embedding after a model change)."""
+    with reported():
+        model = load_embeddings(embeddings)
+    with open_memory(url, project, read_only=True, embeddings=model) as memory:
+        stored = memory.embed_missing()
+    if not quiet:
+        console.print(f"{stored} entries of project {project!r} embedded", markup=False)
 
 
 @app.command()
