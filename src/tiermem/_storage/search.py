@@ -51,6 +51,7 @@ __all__ = [
     "pg_candidates",
     "rank",
     "recency_bonus",
+    "COMMON_ROWS",
     "entry_candidates",
     "entry_hits",
     "with_windows",
@@ -195,18 +196,34 @@ def rank(
     return [(candidate, score) for score, _, candidate in ranked]
 
 
+#: A word in more entries of the searched range than this is common. When a query
+#: also has rarer words, they alone select and rank the candidates (as Lucene's
+#: ``CommonTermsQuery`` does): a common word adds little to BM25 but BM25
+#: would score every row holding it, so a search's cost stays bounded however long the
+#: session grows. A query of common words only ranks the newest entries holding
+#: them all (or, if none does, any of them).
+COMMON_ROWS = 1000
 _PG_CANDIDATES = """\
-SELECT {id}, extract(epoch FROM {created}), extract(epoch FROM {accessed}), {length},
-  ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1)
-        FROM unnest({fts}) AS u
-        WHERE u.lexeme = ANY(ARRAY(SELECT lexeme FROM unnest(to_tsvector('{config}', :text)))))
+SELECT {id}, extract(epoch FROM {created}), extract(epoch FROM {accessed}), {length}, {checks}
 FROM {source}
-WHERE {fts} @@ to_tsquery('{config}', :any) AND {where}"""
+WHERE {fts} @@ to_tsquery('{config}', :any) AND {where}{newest}"""
+
+_PG_COUNT = """(SELECT count(*) FROM (SELECT 1 FROM {source} \
+WHERE {fts} @@ to_tsquery('{config}', :w{i}) AND {where} LIMIT :n) AS c{i})"""
 
 
 @functools.cache
-def _pg_statement(**parts: str) -> sa.TextClause:
-    return sa.text(_PG_CANDIDATES.format(config=fts.PG_CONFIG, **parts))
+def _pg_statement(count: int, newest: bool, **parts: str) -> sa.TextClause:
+    tail = f" ORDER BY {parts['id']} DESC LIMIT :n" if newest else ""
+    config = fts.PG_CONFIG
+    checks = ", ".join(f"{parts['fts']} @@ to_tsquery('{config}', :w{i})" for i in range(count))
+    return sa.text(_PG_CANDIDATES.format(config=config, newest=tail, checks=checks, **parts))
+
+
+@functools.cache
+def _pg_counts(count: int, **parts: str) -> sa.TextClause:
+    counts = (_PG_COUNT.format(config=fts.PG_CONFIG, i=i, **parts) for i in range(count))
+    return sa.text("SELECT " + ", ".join(counts))
 
 
 def pg_candidates(
@@ -220,15 +237,33 @@ def pg_candidates(
     """PostgreSQL: the rows of ``parts["source"]`` matching any of ``words``, scored
     with :func:`bm25` in a collection of ``total`` rows of ``average`` length, in one
     statement (``parts`` name the SQL of each column; ``length`` is a row's length
-    in the unit of ``average``)."""
-    statement = _pg_statement(**parts)
+    in the unit of ``average``); common words are handled as :data:`COMMON_ROWS`
+    says."""
     # A prepared statement's generic plan cannot see the words: it would AND a GIN
     # scan of every row holding a common word with the scope. Plan with the words.
     conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
-    bound = {"text": " ".join(words), "any": fts.tsquery_any(words)}
-    rows = conn.execute(statement, {**params, **bound}).all()
+    bound: dict[str, Any] = {f"w{i}": fts.tsquery_any([word]) for i, word in enumerate(words)}
+    counted = conn.execute(
+        _pg_counts(len(words), **parts), {**params, **bound, "n": COMMON_ROWS + 1}
+    )
+    counts = dict(zip(words, counted.one(), strict=True))
+    present = [word for word in words if counts[word]]
+    rare = [word for word in present if counts[word] <= COMMON_ROWS]
+    if not present:
+        return []
+    selected = rare or present
+    query: dict[str, Any] = {f"w{i}": fts.tsquery_any([word]) for i, word in enumerate(selected)}
+    query.update({"any": fts.tsquery_any(selected), "n": COMMON_ROWS})
+    statement = _pg_statement(len(selected), not rare, **parts)
+    if not rare:  # common words only: the newest rows holding them all, else any
+        every = " & ".join(fts.tsquery_any([word]) for word in present)
+        rows = conn.execute(statement, {**params, **query, "any": every}).all()
+        if not rows:
+            rows = conn.execute(statement, {**params, **query}).all()
+    else:
+        rows = conn.execute(statement, {**params, **query}).all()
     frequencies = [
-        {term: int(count) for term, count in (pair.split(" ") for pair in row[4])} for row in rows
+        {word: 1 for word, held in zip(selected, row[4:], strict=True) if held} for row in rows
     ]
     scores = bm25(frequencies, [float(row[3] or 0) for row in rows], total, average)
     return [
@@ -241,16 +276,18 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+_ROWID_MAX = (1 << 63) - 1
+
+
 @functools.cache
-def _sqlite_entry_statement(ranged: bool, capped: bool) -> sa.TextClause:
-    """SQLite: the entries of a project (or of one session, by its rowid range) that
-    match ``:q``, with FTS5's BM25; capped, the ``:cap`` best only."""
+def _sqlite_entry_statement(capped: bool) -> sa.TextClause:
+    """SQLite: the entries of a project in a rowid range that match ``:q``, with
+    FTS5's BM25; capped, the ``:cap`` best only."""
     name = fts.ENTRY_INDEX.name
-    where = " AND rowid BETWEEN :low AND :high" if ranged else ""
     cap = f" ORDER BY bm25({name}) LIMIT :cap" if capped else ""
     return sa.text(
         f"WITH m AS MATERIALIZED (SELECT rowid, -bm25({name}) AS score FROM {name} "
-        f"WHERE {name} MATCH :q{where}{cap}) "
+        f"WHERE {name} MATCH :q AND rowid BETWEEN :low AND :high{cap}) "
         "SELECT e.id, (julianday(e.timestamp) - 2440587.5) * 86400.0, "
         "(julianday(s.last_accessed) - 2440587.5) * 86400.0, m.score "
         f"FROM m JOIN tiermem_entry AS e ON e.id = (m.rowid & {(1 << 32) - 1}) "
@@ -258,13 +295,58 @@ def _sqlite_entry_statement(ranged: bool, capped: bool) -> sa.TextClause:
     )
 
 
+_NAME = fts.ENTRY_INDEX.name
+_COUNT = sa.text(
+    f"SELECT count(*) FROM (SELECT 1 FROM {_NAME} WHERE {_NAME} MATCH :q "
+    "AND rowid BETWEEN :low AND :high LIMIT :n)"
+)
+_NEWEST = sa.text(
+    f"SELECT min(rowid) FROM (SELECT rowid FROM {_NAME} WHERE {_NAME} MATCH :q "
+    "AND rowid BETWEEN :low AND :high ORDER BY rowid DESC LIMIT :n)"
+)
+
+
+def _sqlite_selection(
+    conn: Connection, words: Sequence[str], low: int, high: int, total: int
+) -> tuple[str, int] | None:
+    """The FTS5 query and the lowest rowid that select the candidates in a rowid
+    range of ``total`` rows (see :data:`COMMON_ROWS`); ``None`` when no row holds
+    any word."""
+    if total <= COMMON_ROWS:  # no word can be common: nothing to count
+        return fts.fts5_any(words), low
+    limits = {"low": low, "high": high, "n": COMMON_ROWS + 1}
+    counts = {
+        word: int(conn.execute(_COUNT, {**limits, "q": fts.fts5_query(word)}).scalar_one())
+        for word in words
+    }
+    present = [word for word in words if counts[word]]
+    rare = [word for word in present if counts[word] <= COMMON_ROWS]
+    if rare:
+        return fts.fts5_any(rare), low
+    if not present:
+        return None
+    for query in (" AND ".join(map(fts.fts5_query, present)), fts.fts5_any(present)):
+        start = conn.execute(_NEWEST, {**limits, "q": query, "n": COMMON_ROWS}).scalar()
+        if start is not None:
+            return query, int(start)
+    return None  # pragma: no cover - a word counted present is found by the OR
+
+
 def _sqlite_entry_candidates(
-    conn: Connection, params: dict[str, Any], session_pk: int | None, cap: int | None
+    conn: Connection,
+    project: str,
+    words: Sequence[str],
+    session_pk: int | None,
+    cap: int | None,
+    total: int,
 ) -> list[Candidate]:
-    if session_pk is not None:
-        params["low"], params["high"] = fts.partition_range(session_pk)
-    statement = _sqlite_entry_statement(session_pk is not None, cap is not None)
-    rows = conn.execute(statement, {**params, "cap": cap}).all()
+    low, high = fts.partition_range(session_pk) if session_pk is not None else (0, _ROWID_MAX)
+    selection = _sqlite_selection(conn, words, low, high, total)
+    if selection is None:
+        return []
+    query, low = selection
+    params = {"project": project, "q": query, "low": low, "high": high, "cap": cap}
+    rows = conn.execute(_sqlite_entry_statement(cap is not None), params).all()
     return [Candidate(row[0], row[1], row[2], row[3]) for row in rows]
 
 
@@ -315,8 +397,8 @@ def entry_candidates(
             source="tiermem_entry e JOIN tiermem_session s ON s.pk = e.session_pk",
             where=where,
         )
-    params = {"project": project, "q": fts.fts5_any(words)}
-    return _sqlite_entry_candidates(conn, params, session_pk, cap if session_pk else None)
+    total = sum(row[1] for row in counts) if session_pk is not None else _ROWID_MAX
+    return _sqlite_entry_candidates(conn, project, words, session_pk, cap, total)
 
 
 def _ranked_entries(
@@ -329,8 +411,8 @@ def _ranked_entries(
     now: datetime,
     policy: TierPolicy,
 ) -> list[tuple[Candidate, float]]:
-    if conn.dialect.name == "sqlite" and session_pk is not None:
-        # Within a session, read the best matches first: most searches need no more.
+    if conn.dialect.name == "sqlite":
+        # Read the best matches first: most searches need no more.
         cap = max(4 * limit, 100)
         candidates = entry_candidates(conn, project, words, counts, session_pk, cap)
         ranked = rank(candidates, now, policy, limit)
