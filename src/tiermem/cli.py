@@ -23,10 +23,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 try:
     import typer
+    from rich import box
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Column, Table
@@ -44,6 +45,9 @@ from .errors import InvalidArgument, TiermemError
 from .memory import ConversationMemory
 from .tiers import calculate_tier
 from .types import SessionStats, TierStats
+
+if TYPE_CHECKING:
+    from .evaluation import RetrievalReport
 
 __all__ = ["app", "main"]
 
@@ -444,6 +448,79 @@ def prune(
             f"{verb} {count} expired sessions, layer items and documents of project {project!r}",
             markup=False,
         )
+
+
+# ------------------------------------------------------------------ evaluation
+
+eval_app = typer.Typer(help="Measure how well search finds what was said.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+def report_table(report: RetrievalReport) -> Table:
+    """Each category (then all questions), one row per method, side by side."""
+    k = report.k
+    table = Table(
+        "category",
+        "method",
+        "n",
+        f"any@{k}",
+        f"all@{k}",
+        f"nDCG@{k}",
+        "mean ms",
+        "p95 ms",
+        box=box.SIMPLE_HEAD,
+        title=Text(f"{report.dataset}: {report.questions} questions, {report.backend}"),
+        caption=f"any@{k} / all@{k}: share of questions with any / every evidence turn "
+        f"in the top {k} (recall_any, recall_all)",
+    )
+    categories = sorted({name for method in report.methods for name in method.categories})
+    for category in [*categories, "overall"]:
+        for method in report.methods:
+            figures = method.overall if category == "overall" else method.categories[category]
+            table.add_row(
+                Text(category),
+                method.name,
+                str(figures.questions),
+                f"{figures.recall_any:.3f}",
+                f"{figures.recall_all:.3f}",
+                f"{figures.ndcg:.3f}",
+                f"{figures.mean_ms:.2f}",
+                f"{figures.p95_ms:.2f}",
+                end_section=method is report.methods[-1],
+            )
+    return table
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Argument(help="A dataset JSON file (benchmarks/recall/).")],
+    k: Annotated[int, typer.Option("--k", min=1, help="Cut-off of every metric.")] = 10,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Store to load into (a fresh project); default: a temporary SQLite file."
+        ),
+    ] = None,
+    limit_questions: Annotated[
+        int | None, typer.Option(min=1, help="Ask only the first N questions.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+) -> None:
+    """Load a labelled dataset into a fresh memory, ask its questions with search and
+    print recall and nDCG per category, beside plain SQLite FTS5 BM25 baselines."""
+    from .evaluation import load_dataset, run_retrieval  # only this command needs them
+
+    with reported():
+        data = load_dataset(dataset)
+        report = run_retrieval(data, k=k, url=url, limit_questions=limit_questions)
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        return
+    console.print(report_table(report))
+    console.print(
+        f"loaded {report.turns} turns of {report.conversations} conversations "
+        f"in {report.load_seconds:.1f} s"
+    )
 
 
 # ------------------------------------------------------------------ MCP server
