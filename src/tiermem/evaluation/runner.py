@@ -34,6 +34,7 @@ __all__ = [
     "MethodReport",
     "RetrievalReport",
     "Search",
+    "load",
     "measure",
     "run_retrieval",
 ]
@@ -125,7 +126,7 @@ def run_retrieval(
     kwargs: dict[str, Any] = {"config": EVAL_CONFIG, **(memory_kwargs or {})}
     with _memory(url, clock, kwargs) as memory:
         started = time.perf_counter()
-        turn_of = _load(memory, clock, conversations)
+        turn_of = load(memory, clock, conversations)
         load_seconds = time.perf_counter() - started
         last = {c.id: c.last_date + QUERY_DELAY for c in conversations}
 
@@ -172,10 +173,12 @@ def _memory(
             memory.close()
 
 
-def _load(
+def load(
     memory: ConversationMemory, clock: ManualClock, conversations: Sequence[Conversation]
 ) -> dict[int, str]:
-    """Store every turn (one batch per dataset session); returns entry id -> turn id."""
+    """Store each conversation as session ``conversation.id`` of ``memory``, one
+    batch per dataset session at its date on ``clock`` (message ids are the turn
+    ids); returns entry id -> turn id."""
     turn_of: dict[int, str] = {}
     for conversation in conversations:
         for session in conversation.sessions:
