@@ -137,9 +137,6 @@ def run_retrieval(
 
         methods = [measure("tiermem", search, questions, k)]
         backend = memory.engine.dialect.name
-        if url is not None:
-            for conversation in conversations:
-                memory.clear_session(conversation.id)
     chosen = Dataset(tuple(conversations), tuple(questions), dataset.name)
     for name in baselines:
         baseline = BM25Baseline(chosen, BASELINES[name])
@@ -170,7 +167,12 @@ def _memory(
         try:
             yield memory
         finally:
-            memory.close()
+            try:
+                if url is not None:  # a store of the caller's: leave nothing behind
+                    for info in memory.list_sessions():
+                        memory.clear_session(info.session_id)
+            finally:
+                memory.close()
 
 
 def load(
