@@ -24,6 +24,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("layers", "layers_bench.py", []),
     ("agents", "agents_side_by_side.py", []),
     ("mcp-startup", "mcp_startup.py", []),
+    ("recall", "recall_bench.py", ["--dense"]),
 ]
 QUICK_ARGS: dict[str, list[str]] = {
     "side-by-side": ["--quick"],
@@ -32,6 +33,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "layers": ["--items", "100000"],
     "agents": ["--turns", "200"],
     "mcp-startup": ["--runs", "3"],
+    "recall": ["--limit-questions", "100"],
 }
 
 

@@ -488,6 +488,52 @@ def prune(
         )
 
 
+# ------------------------------------------------------------------ evaluation
+
+eval_app = typer.Typer(help="Measure how well search finds what was said.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Argument(help="A dataset JSON file (benchmarks/recall/).")],
+    k: Annotated[int, typer.Option("--k", min=1, help="Cut-off of every metric.")] = 10,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Store to load into (a fresh project); default: a temporary SQLite file."
+        ),
+    ] = None,
+    limit_questions: Annotated[
+        int | None, typer.Option(min=1, help="Ask only the first N questions.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    embeddings: Annotated[
+        str | None,
+        typer.Option(help="Search with these Embeddings too (module:attribute, as for embed)."),
+    ] = None,
+) -> None:
+    """Load a labelled dataset into a fresh memory, ask its questions with search and
+    print recall and nDCG per category, beside plain SQLite FTS5 BM25 baselines."""
+    from .evaluation import load_dataset, run_retrieval  # only this command needs them
+    from .evaluation.table import report_table
+
+    with reported():
+        data = load_dataset(dataset)
+        extra = {} if embeddings is None else {"embeddings": load_embeddings(embeddings)}
+        report = run_retrieval(
+            data, k=k, url=url, limit_questions=limit_questions, memory_kwargs=extra
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        return
+    console.print(report_table(report))
+    console.print(
+        f"loaded {report.turns} turns of {report.conversations} conversations "
+        f"in {report.load_seconds:.1f} s"
+    )
+
+
 # ------------------------------------------------------------------ MCP server
 
 

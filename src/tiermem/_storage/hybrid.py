@@ -116,14 +116,14 @@ def search_entries(
     fused = dense.fuse([(1.0, lexical_ids), (dense_query.weight, dense_ids)])
     if not fused:
         return []
-    known = {candidate.id: candidate for candidate in lexical}
+    known = {candidate.id for candidate in lexical}
     missing = [entry_id for entry_id in fused if entry_id not in known]
     times = _times(conn, missing) if missing else {}
+    for candidate in lexical:
+        times[candidate.id] = (candidate.created, candidate.accessed)
     candidates = [
-        known[entry_id]._replace(relevance=score)
-        if entry_id in known
-        else Candidate(entry_id, times[entry_id][0], times[entry_id][1], score)
+        Candidate(entry_id, times[entry_id][0], times[entry_id][1], score)
         for entry_id, score in fused.items()
-        if entry_id in known or entry_id in times
+        if entry_id in times
     ]
     return entry_hits(conn, rank(candidates, as_utc(now), policy, limit))
