@@ -127,6 +127,9 @@ def run_retrieval(
     with _memory(url, clock, kwargs) as memory:
         started = time.perf_counter()
         turn_of = load(memory, clock, conversations)
+        if memory.context.embedder is not None:
+            # Search what is stored, not what the background worker reached so far.
+            memory.embed_missing()
         load_seconds = time.perf_counter() - started
         last = {c.id: c.last_date + QUERY_DELAY for c in conversations}
 
