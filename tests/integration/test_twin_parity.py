@@ -215,6 +215,8 @@ SPECS: dict[str, Spec] = {
         ],
         setup=conversation,
     ),
+    # Without embeddings both refuse; with them, test_search_embeddings runs the pair.
+    "memory.embed_missing": Spec([call()], setup=conversation),
     "memory.expand_summary": Spec(
         [call(1), call(999), call("1"), call(-1)],
         setup=compressed,
@@ -278,6 +280,8 @@ SPECS: dict[str, Spec] = {
         [
             call("harbour"),
             call("harbour", "s", 2),
+            call("harbour", "s", 2, window=1),
+            call("harbour", window=-1),
             call("?!"),
             call("harbour", limit=0),
             call(5),
