@@ -105,7 +105,7 @@ def search_entries(
     if not counts:
         return []
     session_pk = counts[0][0] if session_id is not None else None
-    pool = max(POOL, 4 * limit)
+    pool = min(max(POOL, 4 * limit), 1 << 31)
     words = fts.query_words(query)
     lexical: list[Candidate] = []
     if words:

@@ -277,6 +277,8 @@ def _float(value: Any) -> float | None:
 
 
 _ROWID_MAX = (1 << 63) - 1
+#: The most best matches read first (a huge limit must not overflow SQL's LIMIT).
+_MAX_CAP = 1 << 31
 
 
 @functools.cache
@@ -413,7 +415,7 @@ def _ranked_entries(
 ) -> list[tuple[Candidate, float]]:
     if conn.dialect.name == "sqlite":
         # Read the best matches first: most searches need no more.
-        cap = max(4 * limit, 100)
+        cap = min(max(4 * limit, 100), _MAX_CAP)
         candidates = entry_candidates(conn, project, words, counts, session_pk, cap)
         ranked = rank(candidates, now, policy, limit)
         if len(candidates) < cap or _exact(candidates, ranked):
