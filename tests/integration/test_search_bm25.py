@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from langchain_core.messages import HumanMessage
 
 from tiermem import ConversationMemory
 from tiermem._storage import search
+
+from ..conftest import MemoryFactory
 
 
 def _contents(memory: ConversationMemory, query: str, limit: int = 10) -> list[str]:
@@ -61,3 +64,19 @@ def test_common_words_give_way_to_rarer_ones(
     assert newest == ["walrus sighting 5", "walrus sighting 4", "walrus sighting 3"]
     monkeypatch.setattr(search, "COMMON_ROWS", 1000)
     assert len(_contents(memory, "walrus narwhal")) == 7
+
+
+@pytest.mark.parametrize("common_rows", [1000, 3])
+def test_project_search_is_not_crowded_out_by_other_projects(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch, common_rows: int
+) -> None:
+    """Another project's better and newer matches share the index; a project-wide
+    search still finds this project's match, however many of them there are and
+    however common the word is there."""
+    monkeypatch.setattr(search, "COMMON_ROWS", common_rows)
+    mine = make_memory(project="mine")
+    mine.add_user_message("m", "a long note that mentions one walrus among many other words")
+    other = make_memory(project="other")
+    other.add_messages("o", [HumanMessage("walrus walrus walrus") for _ in range(150)])
+    found = [hit.entry.session_id for hit in mine.search("walrus")]
+    assert found == ["m"]

@@ -196,13 +196,14 @@ def rank(
     return [(candidate, score) for score, _, candidate in ranked]
 
 
-#: A word in more entries of the searched range than this is common. When a query
-#: also has rarer words, they alone select and rank the candidates (as Lucene's
-#: ``CommonTermsQuery`` does): a common word adds little to BM25 but BM25
-#: would score every row holding it, so a search's cost stays bounded however long the
-#: session grows. A query of common words only ranks the newest entries holding
-#: them all (or, if none does, any of them).
+#: A word in more entries of the searched session (PostgreSQL: or scope, or project)
+#: than this is common. When a query also has rarer words, they alone select and rank
+#: the candidates (as Lucene's ``CommonTermsQuery`` does): a common word adds little
+#: to BM25, but scoring every row holding it would make a search's cost grow with
+#: the session. A query of common words only ranks the newest entries holding them
+#: all (or, if none does, any of them).
 COMMON_ROWS = 1000
+
 _PG_CANDIDATES = """\
 SELECT {id}, extract(epoch FROM {created}), extract(epoch FROM {accessed}), {length}, {checks}
 FROM {source}
@@ -399,7 +400,12 @@ def entry_candidates(
             source="tiermem_entry e JOIN tiermem_session s ON s.pk = e.session_pk",
             where=where,
         )
-    total = sum(row[1] for row in counts) if session_pk is not None else _ROWID_MAX
+    # Which words are common is told within a session's range only: across a project
+    # the index holds other projects' rows, whose words say nothing of this one's.
+    total = sum(row[1] for row in counts) if session_pk is not None else 0
+    # Across a project the index holds other projects' rows too: a capped read of the
+    # best matches could be all theirs, so only a session's range is capped.
+    cap = cap if session_pk is not None else None
     return _sqlite_entry_candidates(conn, project, words, session_pk, cap, total)
 
 
@@ -413,8 +419,8 @@ def _ranked_entries(
     now: datetime,
     policy: TierPolicy,
 ) -> list[tuple[Candidate, float]]:
-    if conn.dialect.name == "sqlite":
-        # Read the best matches first: most searches need no more.
+    if conn.dialect.name == "sqlite" and session_pk is not None:
+        # Read the session's best matches first: most searches need no more.
         cap = min(max(4 * limit, 100), _MAX_CAP)
         candidates = entry_candidates(conn, project, words, counts, session_pk, cap)
         ranked = rank(candidates, now, policy, limit)
