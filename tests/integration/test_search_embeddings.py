@@ -6,6 +6,7 @@ import asyncio
 import re
 import threading
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
@@ -68,6 +69,13 @@ class JunkEmbeddings(ConceptEmbeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [[float("nan")] * self.size for _ in texts[1:]]
+
+
+class NumpyEmbeddings(ConceptEmbeddings):
+    """Returns numpy float32 values, as many real models do."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(np.asarray(self._vector(text), dtype=np.float32)) for text in texts]
 
 
 class BlockedEmbeddings(ConceptEmbeddings):
@@ -161,6 +169,15 @@ def test_junk_vectors_are_refused(make_memory: MemoryFactory) -> None:
     with pytest.raises(EmbeddingFailed):
         memory.embed_missing()
     assert _vectors(memory) == []
+
+
+def test_numpy_numbers_are_vectors(make_memory: MemoryFactory) -> None:
+    """Vectors of numpy float32 values (not Python floats) are stored and searched."""
+    memory = make_memory(embeddings=NumpyEmbeddings())
+    _talk(memory)
+    _drain(memory)
+    assert len(_vectors(memory)) == 24
+    assert memory.search("canine", session_id="s")[0].entry.content.startswith("We adopted")
 
 
 def test_a_new_model_ignores_old_vectors_until_backfilled(make_memory: MemoryFactory) -> None:

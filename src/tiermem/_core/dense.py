@@ -26,7 +26,7 @@ __all__ = [
     "PartitionVectors",
     "VectorCache",
     "decode",
-    "encode",
+    "encode_all",
     "fuse",
     "model_id",
     "nearest",
@@ -52,13 +52,30 @@ def model_id(embeddings: object) -> str:
     return ":".join(parts)[:255]
 
 
-def encode(vector: Sequence[float]) -> bytes:
-    """The stored form of a vector: L2-normalized float32 (a zero vector stays zero)."""
-    array = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(array))
-    if norm > 0:
-        array = array / norm
-    return array.astype("<f4").tobytes()
+def encode_all(found: object, count: int) -> list[bytes]:
+    """The stored forms of a model's answer for ``count`` texts: each vector
+    L2-normalized float32 (a zero vector stays zero). Any numbers are accepted
+    (Python's or numpy's).
+
+    Raises:
+        ValueError: unless ``found`` is ``count`` non-empty vectors of finite numbers,
+            all of one size.
+    """
+    if isinstance(found, str | bytes) or not isinstance(found, Sequence | np.ndarray):
+        raise ValueError(f"{type(found).__name__}, not a list of vectors")
+    if len(found) != count:
+        raise ValueError(f"{len(found)} vectors for {count} texts")
+    try:
+        matrix = np.asarray(found, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError("something other than vectors of numbers of one size") from exc
+    if matrix.ndim != 2 or matrix.shape[1] == 0:
+        raise ValueError("something other than vectors of numbers of one size")
+    if not np.isfinite(matrix).all():
+        raise ValueError("a vector with a non-finite value")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return [row.astype("<f4").tobytes() for row in matrix / norms]
 
 
 def decode(blobs: Sequence[bytes]) -> Matrix:

@@ -13,7 +13,6 @@ before its worker ran, are embedded the same way.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 
 from .._core.context import MemoryContext
@@ -38,40 +37,24 @@ def _embedder(ctx: MemoryContext) -> Embedder:
     return ctx.embedder
 
 
-def _checked(found: object, count: int) -> list[list[float]]:
-    """The model's answer as ``count`` vectors of finite numbers of one size."""
-    if not isinstance(found, list) or len(found) != count:
-        raise EmbeddingFailed(f"the embedding model returned {found!r:.80} for {count} texts")
-    size = None
-    for vector in found:
-        if not isinstance(vector, Sequence) or isinstance(vector, str) or not vector:
-            raise EmbeddingFailed("the embedding model returned something other than a vector")
-        if size is not None and len(vector) != size:
-            raise EmbeddingFailed("the embedding model returned vectors of different sizes")
-        size = len(vector)
-        for value in vector:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise EmbeddingFailed("the embedding model returned a vector of non-numbers")
-            if not math.isfinite(value):
-                raise EmbeddingFailed("the embedding model returned a non-finite value")
-    return found
+def _vectors(embedder: Embedder, texts: list[str], *, query: bool = False) -> Op[list[bytes]]:
+    """The stored forms of the model's vectors of ``texts`` (see
+    :func:`tiermem._core.dense.encode_all`)."""
+    from .._core import dense
 
-
-def _vectors(embedder: Embedder, texts: list[str], *, query: bool = False) -> Op[list[list[float]]]:
     try:
         found = yield Embed(embedder.embeddings, texts, query)
-    except EmbeddingFailed:
-        raise
     except Exception as exc:  # any model error: one typed error, nothing stored
         raise EmbeddingFailed(f"the embedding model raised {exc!r:.200}") from exc
-    return _checked(found, len(texts))
+    try:
+        return dense.encode_all(found, len(texts))
+    except ValueError as exc:
+        raise EmbeddingFailed(f"the embedding model returned {exc}") from exc
 
 
 def _embed(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> Op[tuple[int, int]]:
     """Embed up to ``limit`` entries without a vector of the model (of ``ids``, or
     the oldest); returns (entries read, vectors stored)."""
-    from .._core import dense
-
     embedder = _embedder(ctx)
     rows = yield from ctx.transact(
         lambda conn: vectors.to_embed(conn, ctx.project, embedder.model, ids=ids, limit=limit),
@@ -84,9 +67,9 @@ def _embed(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> Op[tupl
     # so no backfill asks for it again, and it is similar to nothing.
     wanted = [i for i, text in enumerate(texts) if text.strip()]
     found = yield from _vectors(embedder, [texts[i] for i in wanted] or ["."])
-    blobs = [dense.encode([0.0] * len(found[0]))] * len(rows)
-    for i, vector in zip(wanted, found, strict=False):
-        blobs[i] = dense.encode(vector)
+    blobs = [bytes(len(found[0]))] * len(rows)
+    for i, blob in zip(wanted, found, strict=False):
+        blobs[i] = blob
     stored_rows = [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)]
     stored = yield from ctx.transact(
         lambda conn: vectors.store_vectors(conn, embedder.model, stored_rows)
@@ -118,14 +101,12 @@ def embed_missing(ctx: MemoryContext, batch: int = 256) -> Op[int]:
     Raises:
         EmbeddingFailed: the model failed; the batches before were stored.
     """
-    embedder = _embedder(ctx)
     total = 0
     while True:
         read, stored = yield from _embed(ctx, None, batch)
         total += stored
         if read < batch:
             break
-    embedder.cache.clear()
     return total
 
 
@@ -133,8 +114,6 @@ def query_vector(ctx: MemoryContext, query: str) -> Op[bytes | None]:
     """The stored form of the query's vector, or ``None`` when the memory has no
     embeddings, the query is blank, or the model failed (logged: the search then
     ranks by words alone)."""
-    from .._core import dense
-
     embedder = ctx.embedder
     if embedder is None or not query.strip():
         return None
@@ -143,4 +122,4 @@ def query_vector(ctx: MemoryContext, query: str) -> Op[bytes | None]:
     except EmbeddingFailed:
         logger.warning("embedding a query failed; searching by words only", exc_info=True)
         return None
-    return dense.encode(vector)
+    return vector

@@ -48,7 +48,7 @@ class DenseQuery:
     """The dense half of a search.
 
     Attributes:
-        vector: the query's stored-form vector (:func:`tiermem._core.dense.encode`).
+        vector: the query's stored-form vector (:func:`tiermem._core.dense.encode_all`).
         model: the id of the model that embedded it.
         weight: the dense list's weight in the fusion (the lexical list's is 1).
         cache: the memory's cache of session vectors.
