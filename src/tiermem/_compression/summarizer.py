@@ -251,7 +251,7 @@ class _DaemonWorkers:
 _WORKERS = _DaemonWorkers()
 
 
-def make_summarizer(summarizer: object) -> Summarizer | None:
+def make_summarizer(summarizer: SummarizerLike | None) -> Summarizer | None:
     """A :class:`Summarizer` over a chat model, Runnable or callable (``None``: none).
 
     Raises:
@@ -261,7 +261,7 @@ def make_summarizer(summarizer: object) -> Summarizer | None:
         return None
     if not callable(summarizer) and not hasattr(summarizer, "invoke"):
         raise InvalidArgument("summarizer must be a chat model, Runnable or callable")
-    return Summarizer(summarizer)  # type: ignore[arg-type]
+    return Summarizer(summarizer)
 
 
 def _reset_after_fork() -> None:

@@ -4,14 +4,16 @@ the ranking every search shares (entries, layer items, working memory).
 The database finds the rows containing any of the query's words (see
 :mod:`tiermem._storage.fts`: stemmed, stopwords left out) and scores each with
 BM25 (k1 = 1.2, b = 0.75): on SQLite FTS5's ``bm25()``, whose statistics are
-those of the whole index; on PostgreSQL the same formula in Python over each
-candidate's term frequencies (read from its ``tsvector``) with the document
-frequencies, size and average length of the collection searched (the session,
-the project or the scope's layer). Each candidate then scores
+those of the whole index; on PostgreSQL the same formula in Python over which
+query words each candidate holds (a term frequency of 1: reading frequencies
+from every candidate's ``tsvector`` cost tens of microseconds a row) and its
+length, with the document frequencies, size and average length of the
+collection searched (the session, the project or the scope's layer). Words
+common in the searched session give way to rarer ones (:data:`COMMON_ROWS`).
+Each candidate then scores
 
 * its text relevance: its BM25 divided by the best candidate's, so the best
-  match has 1.0 and a match on rare or repeated words outweighs one on common
-  words;
+  match has 1.0 and a match on rare words outweighs one on common words;
 * plus the recency bonus: 0.5 for an item created now, falling linearly to
   0 at 24 hours;
 * plus the tier boost (:func:`~tiermem.tiers.tier_boost`) of the tier its
