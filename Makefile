@@ -18,7 +18,7 @@ $(BIN)/python:
 # tiermem with its extras, and the integrations the examples use: they are not on a
 # package index, so they are installed (editable) from this repository.
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(INTEGRATIONS)
-	$(PIP) install -q -e '.[offline,postgres,cli,mcp]' $(addprefix -e ,$(dir $(INTEGRATIONS)))
+	$(PIP) install -q -e '.[offline,postgres,cli,mcp,embeddings]' $(addprefix -e ,$(dir $(INTEGRATIONS)))
 	$(PIP) install -q 'langmem>=0.0.30'  # examples/langgraph_langmem.py
 	touch $@
 
