@@ -13,7 +13,6 @@ from .schema import entry_table, session_table
 from .vector_schema import entry_vector_table
 
 __all__ = [
-    "delete_vectors",
     "entry_vectors",
     "session_vectors",
     "session_version",
@@ -101,12 +100,3 @@ def entry_vectors(conn: Connection, ids: Sequence[int], model: str) -> dict[int,
         return {}
     query = sa.select(V.entry_id, V.vector).where(V.entry_id.in_(list(ids)), V.model == model)
     return {int(row[0]): bytes(row[1]) for row in conn.execute(query)}
-
-
-def delete_vectors(conn: Connection, project: str, model: str | None = None) -> int:
-    """Delete the vectors of ``project`` (of every model but ``model``, if given)."""
-    sessions = sa.select(S.pk).where(S.project == project)
-    query = sa.delete(entry_vector_table).where(V.session_pk.in_(sessions))
-    if model is not None:
-        query = query.where(V.model != model)
-    return int(conn.execute(query).rowcount or 0)
