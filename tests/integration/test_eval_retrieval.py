@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from langchain_core.embeddings import Embeddings
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from typer.testing import CliRunner
 
 from tiermem import cli
+from tiermem._core.embedder import model_id
 from tiermem.errors import EmbeddingsUnavailable, InvalidArgument
 from tiermem.evaluation import BM25Baseline, load_dataset, parse_dataset, run_retrieval
 from tiermem.evaluation.runner import load
@@ -337,6 +338,18 @@ def test_cached_embeddings_embed_each_text_once_across_runs(tmp_path: Path) -> N
     assert second.embed_query("ab") == [2.0, -0.5]
     assert (again.documents, again.queries) == (["abcd"], [])
     second.close()
+
+
+def test_model_ids_tell_models_and_their_caches_apart(tmp_path: Path) -> None:
+    """The id stored with each vector differs between e5's variants, and a cache
+    carries the id of the model it wraps, so their vectors are never mixed."""
+    assert model_id(E5Embeddings("original")) != model_id(E5Embeddings("enpt"))
+    small = CachedEmbeddings(DeterministicFakeEmbedding(size=8), tmp_path / "a.sqlite")
+    large = CachedEmbeddings(DeterministicFakeEmbedding(size=16), tmp_path / "b.sqlite")
+    assert model_id(small) != model_id(large)
+    assert model_id(DeterministicFakeEmbedding(size=8)) in model_id(small)
+    small.close()
+    large.close()
 
 
 def test_a_failed_run_on_a_given_store_leaves_no_session(

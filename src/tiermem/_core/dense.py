@@ -1,4 +1,4 @@
-"""Dense vectors: their stored form, the model id, exact cosine scoring and fusion.
+"""Dense vectors: their stored form, exact cosine scoring and fusion.
 
 Vectors are stored L2-normalized as little-endian float32 bytes, so cosine
 similarity is one matrix-vector product. Scoring is exact (every vector of the
@@ -28,7 +28,6 @@ __all__ = [
     "decode",
     "encode_all",
     "fuse",
-    "model_id",
     "nearest",
     "top",
 ]
@@ -37,19 +36,6 @@ __all__ = [
 RRF_K = 60
 
 Matrix = NDArray[np.float32]
-
-
-def model_id(embeddings: object) -> str:
-    """The id stored with each vector: the class and, when it has them, its model
-    name and size, so a different model (or the same class configured otherwise) is
-    told apart and its vectors are not mixed with the old ones."""
-    kind = type(embeddings)
-    parts = [f"{kind.__module__}.{kind.__qualname__}"]
-    for name in ("model", "model_name", "size", "dimensions"):
-        value = getattr(embeddings, name, None)
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            parts.append(f"{name}={value}")
-    return ":".join(parts)[:255]
 
 
 def encode_all(found: object, count: int) -> list[bytes]:

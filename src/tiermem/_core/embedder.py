@@ -20,7 +20,21 @@ if TYPE_CHECKING:
 
     from .dense import VectorCache
 
-__all__ = ["Embedder"]
+__all__ = ["Embedder", "model_id"]
+
+
+def model_id(embeddings: object) -> str:
+    """The id stored with each vector: the class and, when it has them, its model
+    name and size, so a different model (or the same class configured otherwise) is
+    told apart and its vectors are not mixed with the old ones. A wrapper of another
+    model (a cache, say) names the wrapped one in its ``model_name``."""
+    kind = type(embeddings)
+    parts = [f"{kind.__module__}.{kind.__qualname__}"]
+    for name in ("model", "model_name", "size", "dimensions"):
+        value = getattr(embeddings, name, None)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            parts.append(f"{name}={value}")
+    return ":".join(parts)[:255]
 
 
 class Embedder:
@@ -51,7 +65,7 @@ class Embedder:
                 "embeddings need numpy: pip install 'tiermem[embeddings]'"
             ) from exc
         self.embeddings = embeddings
-        self.model = dense.model_id(embeddings)
+        self.model = model_id(embeddings)
         self.weight = float(weight)
         self.cache: VectorCache = dense.VectorCache()
         self.queue = BackgroundQueue("embed")
