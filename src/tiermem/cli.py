@@ -420,11 +420,8 @@ def recalc(
 
 def load_embeddings(spec: str) -> Any:
     """The ``Embeddings`` named by ``module:attribute`` (a class or factory is called
-    with no arguments).
-
-    Raises:
-        InvalidArgument: for a malformed spec, or one that does not import.
-    """
+    with no arguments); ``InvalidArgument`` for a malformed spec, one that does not
+    import, or a factory that raises."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise InvalidArgument(f"--embeddings must be module:attribute, got {spec!r}")
@@ -432,7 +429,12 @@ def load_embeddings(spec: str) -> Any:
         found = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise InvalidArgument(f"cannot load embeddings {spec!r}: {exc}") from exc
-    return found() if callable(found) and isinstance(found, type | FunctionType) else found
+    if not isinstance(found, type | FunctionType):
+        return found
+    try:
+        return found()
+    except Exception as exc:  # whatever the factory raises: one line, not a traceback
+        raise InvalidArgument(f"cannot make embeddings {spec!r}: {exc}") from exc
 
 
 @app.command()

@@ -52,6 +52,9 @@ def test_embed_backfills_then_has_nothing_left(url: str) -> None:
         ("no-colon", "module:attribute"),
         ("no_such_module_xyz:thing", "cannot load embeddings"),
         ("tiermem:NoSuchThing", "cannot load embeddings"),
+        # A class that needs arguments: its error, on one line.
+        ("langchain_core.embeddings:DeterministicFakeEmbedding", "cannot make embeddings"),
+        ("tiermem:MemoryConfig", "must be a LangChain Embeddings"),
     ],
 )
 def test_embed_refuses_a_bad_spec(url: str, spec: str, message: str) -> None:
@@ -61,3 +64,4 @@ def test_embed_refuses_a_bad_spec(url: str, spec: str, message: str) -> None:
     result = runner.invoke(cli.app, ["embed", "--url", url, "--embeddings", spec])
     assert result.exit_code == 1
     assert message in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
