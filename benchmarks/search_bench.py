@@ -10,7 +10,7 @@ compression off), then times ``search(query, session_id=..., limit=10)``:
   multilingual-e5-small: its vectors are random, so this measures cost, not
   quality), every entry embedded by ``embed_missing`` first. The query's own
   embedding time is reported separately (the fake model's is near zero; a real
-  model adds its own, e.g. about 15 ms for e5-small on 2 cores).
+  model adds its own: about 40 ms for e5-small on this 2-core machine).
 
 Each query is two or three words of a random entry plus, half the time, one of the
 20 most common words, so thousands of entries match partially. The text is the
