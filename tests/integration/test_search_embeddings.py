@@ -271,3 +271,20 @@ def test_a_hit_brings_its_window(make_memory: MemoryFactory) -> None:
     assert all(hit.window == () for hit in memory.search("walrus", session_id="s"))
     with pytest.raises(InvalidArgument, match="window"):
         memory.search("walrus", window=-1)
+
+
+def test_a_forked_child_searches_with_a_fresh_cache(make_memory: MemoryFactory) -> None:
+    """A fork while another thread held the vector cache's lock leaves the child a new
+    cache, so its first search does not wait forever for the parent's thread."""
+    memory = make_memory(embeddings=ConceptEmbeddings())
+    _talk(memory)
+    _drain(memory)
+    assert memory.search("canine", session_id="s")
+    embedder = memory.context.embedder
+    assert embedder is not None
+    old = embedder.cache
+    with old._lock:  # the parent's thread, mid-search, at the fork
+        embedder.after_fork()
+        assert embedder.cache is not old
+        hits = memory.search("canine", session_id="s")
+    assert hits[0].entry.content == "We adopted a beagle last spring."

@@ -87,9 +87,11 @@ class Embedder:
     def after_fork(self) -> None:
         """Forget what the parent was embedding (its worker does not exist in a
         forked child; the entries stay findable by words and ``embed_missing``
-        embeds them)."""
+        embeds them), and start a new vector cache: a parent's thread may have held
+        the old one's lock when the process forked."""
         self._lock = threading.Lock()
         self._waiting = []
+        self.cache = type(self.cache)()
 
 
 _EMBEDDERS: weakref.WeakSet[Embedder] = weakref.WeakSet()
