@@ -19,6 +19,14 @@ SELECT_SESSION = sa.select(session_table).where(
 #: The same, locked for the transaction (PostgreSQL).
 SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
 
+#: An access at :now, never before the session's ``created_at``: a writer reads its
+#: clock before it waits for the row, and another process may create the session
+#: meanwhile at a later time of its own clock (the server-clock form is in ``store``).
+_ACCESSED = sa.case(
+    (sa.bindparam("now", type_=S.last_accessed.type) < S.created_at, S.created_at),
+    else_=sa.bindparam("now", type_=S.last_accessed.type),
+)
+
 #: Record an access of session :pk at :now. Accesses leave ``memory_tier`` out of
 #: their SET clause: SQLite rewrites the entry of every index on a column an UPDATE
 #: sets, even to its own value, and almost every access finds the session ACTIVE;
@@ -26,7 +34,7 @@ SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
 TOUCH = (
     sa.update(session_table)
     .where(S.pk == sa.bindparam("pk_"))
-    .values(last_accessed=sa.bindparam("now"), access_count=S.access_count + 1)
+    .values(last_accessed=_ACCESSED, access_count=S.access_count + 1)
 )
 
 #: Make session :pk ACTIVE unless it is already (then the row is not written).
@@ -93,7 +101,7 @@ SELECT_TOP_SUMMARIES = (
     .order_by(M.first_seq, M.level)
 )
 
-_ACCESS = {"last_accessed": sa.bindparam("now"), "access_count": S.access_count + 1}
+_ACCESS = {"last_accessed": _ACCESSED, "access_count": S.access_count + 1}
 # UPDATE statements may not bind parameters named like columns.
 _BY_ID = (S.project == sa.bindparam("b_project"), S.session_id == sa.bindparam("b_session_id"))
 
