@@ -1,0 +1,470 @@
+"""A chatbot backend: an ASGI service whose conversations live in tiermem on PostgreSQL.
+
+Needs the ``examples`` dependency group (Starlette, uvicorn, httpx) and
+``tiermem[postgres]``; the ``--backend langgraph`` reference also needs ``langchain``
+and ``langgraph-checkpoint-postgres``. No API key: a deterministic fake chat model
+(:class:`tiermem.testing.FakeSummarizer`) is both the chat model and the summarizer.
+
+``POST /chat`` with ``{"session_id": ..., "message": ..., "message_id": ...}`` answers
+``{"reply": ..., "context": [...], "context_tokens": ..., "compressed": ...}``: the
+context is what the model was handed for this turn, within the token budget.
+
+How the tiermem backend works (direct calls, no agent middleware): each turn is
+``aadd_and_get_messages(session, [user message], skip_existing=True)``, which stores
+the user's message and reads the next context in one transaction (compressing first
+when the session went over budget), then the model's answer to that context, then
+``aadd_messages(session, [reply], skip_existing=True)``. The message ids derive from
+the client's ``message_id``, so a client that retries a turn it got no answer for
+(a worker killed mid-request) never stores it twice: the stored user message is
+skipped and, when the reply was stored too, it is answered again without calling
+the model.
+
+The reference (``--backend langgraph``) keeps memory with LangGraph's durable stack:
+``langchain.agents.create_agent`` with ``SummarizationMiddleware`` (the same budget as
+trigger, the same token rule) and ``AsyncPostgresSaver`` on the same database.
+
+Run it::
+
+    python examples/chat_service.py --workers 4                # uvicorn's supervisor
+    python examples/chat_service.py --workers 4 --preload      # the app built, then forked
+    python examples/chat_service.py --backend langgraph --workers 4
+    python examples/chat_service.py demo --url sqlite:///chat.db   # a few turns in-process
+
+``--url`` (or ``TIERMEM_CHAT_URL``) defaults to the local PostgreSQL ``test`` database.
+Without ``--preload``, uvicorn spawns fresh worker processes that each build the app.
+With it, the app and its memory are built (and the database touched) in the parent,
+which then forks the workers and restarts any that dies, as a pre-forking server
+does: tiermem notices it runs in a forked child and opens its own connections there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tiermem import ConversationMemory, MemoryConfig, TokenCounter
+from tiermem.testing import FakeSummarizer
+
+DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+#: A small budget, so that conversations of a few dozen turns get compressed.
+DEFAULT_MAX_TOKENS = 600
+#: The newest messages never summarized, on both backends (three turns).
+KEEP_MESSAGES = 6
+ENV_PREFIX = "TIERMEM_CHAT_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a worker needs to build the app (passed to spawned workers by environment).
+
+    Attributes:
+        url: the database, as a SQLAlchemy URL.
+        backend: ``tiermem`` or ``langgraph``.
+        project: tiermem's project, or the prefix of LangGraph's thread ids.
+        max_tokens: the token budget of a conversation's context.
+        prepared: the tables exist already (the launcher created them), so workers
+            do not race to create them.
+    """
+
+    url: str = DEFAULT_URL
+    backend: str = "tiermem"
+    project: str = "chat"
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    prepared: bool = False
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as environment variables."""
+        return {
+            ENV_PREFIX + "URL": self.url,
+            ENV_PREFIX + "BACKEND": self.backend,
+            ENV_PREFIX + "PROJECT": self.project,
+            ENV_PREFIX + "MAX_TOKENS": str(self.max_tokens),
+            ENV_PREFIX + "PREPARED": "1" if self.prepared else "",
+        }
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """The settings in the environment (defaults for those missing)."""
+        env = os.environ
+        return cls(
+            url=env.get(ENV_PREFIX + "URL", DEFAULT_URL),
+            backend=env.get(ENV_PREFIX + "BACKEND", "tiermem"),
+            project=env.get(ENV_PREFIX + "PROJECT", "chat"),
+            max_tokens=int(env.get(ENV_PREFIX + "MAX_TOKENS", DEFAULT_MAX_TOKENS)),
+            prepared=bool(env.get(ENV_PREFIX + "PREPARED")),
+        )
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """One answered turn."""
+
+    reply: str
+    context: list[BaseMessage]
+    context_tokens: int
+    compressed: bool
+    replayed: bool = False
+
+
+class ChatBackend(Protocol):
+    """A conversation memory plus model behind the endpoint."""
+
+    async def start(self) -> None:
+        """Open connections (in the worker's event loop)."""
+
+    async def stop(self) -> None:
+        """Close them."""
+
+    async def turn(self, session_id: str, message_id: str, text: str) -> TurnResult:
+        """Store the user's message, answer it, store the answer."""
+
+
+def chat_model() -> FakeSummarizer:
+    """The deterministic stand-in for a chat model (and for the summarizer)."""
+    return FakeSummarizer(record_calls=False)
+
+
+class TiermemBackend:
+    """Memory by direct calls to tiermem's async API (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        config = MemoryConfig(
+            max_tokens=settings.max_tokens,
+            recent_window=KEEP_MESSAGES,
+            min_entries_to_compress=4,
+        )
+        self.memory = ConversationMemory(
+            settings.url, project=settings.project, config=config, summarizer=chat_model()
+        )
+        self.model = chat_model()
+        # Compressions run inline, before the call that triggered them returns, and a
+        # conversation's turns come one at a time: counting them per session tells
+        # whether this turn compressed.
+        self.compressions: Counter[str] = Counter()
+        self.memory.on("compressed", self._count)
+
+    def _count(self, sender: object, *, session_id: str, **kwargs: Any) -> None:
+        self.compressions[session_id] += 1
+
+    def prepare(self) -> None:
+        """Create the tables (the first transaction does)."""
+        self.memory.list_sessions(limit=1)
+
+    async def start(self) -> None:
+        """Nothing to open: the engine connects lazily, also in a forked worker."""
+
+    async def stop(self) -> None:
+        """Release the connection pool."""
+        await self.memory.aclose()
+
+    async def turn(self, session_id: str, message_id: str, text: str) -> TurnResult:
+        """One turn, idempotent under ``message_id``."""
+        before = self.compressions[session_id]
+        user = HumanMessage(text, id=f"{message_id}:user")
+        reply_id = f"{message_id}:ai"
+        context = await self.memory.aadd_and_get_messages(session_id, [user], skip_existing=True)
+        replayed = bool(context) and context[-1].id == reply_id
+        if replayed:  # a retry of a turn whose answer was stored: answer it again
+            reply: BaseMessage = context[-1]
+            context = context[:-1]
+        else:
+            answer = await self.model.ainvoke(context)
+            reply = AIMessage(answer.content, id=reply_id)
+            await self.memory.aadd_messages(session_id, [reply], skip_existing=True)
+        return TurnResult(
+            reply=str(reply.content),
+            context=context,
+            context_tokens=self.memory.counter.count_messages(context),
+            compressed=self.compressions[session_id] > before,
+            replayed=replayed,
+        )
+
+
+class LangGraphBackend:
+    """The reference: an agent with ``SummarizationMiddleware`` and ``AsyncPostgresSaver``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.counter = TokenCounter()
+        self.compressions: Counter[str] = Counter()
+        self._pool: Any = None
+        self.agent: Any = None
+
+    def _conninfo(self) -> str:
+        # psycopg takes a libpq URL: SQLAlchemy's driver suffix is dropped.
+        return self.settings.url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+    def prepare(self) -> None:
+        """Create the checkpointer's tables."""
+        asyncio.run(self._setup())
+
+    async def _setup(self) -> None:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(self._conninfo()) as saver:
+            await saver.setup()
+
+    async def start(self) -> None:
+        """Open the connection pool and build the agent."""
+        from langchain.agents import create_agent
+        from langchain.agents.middleware import SummarizationMiddleware
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from langgraph.config import get_config
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+
+        compressions = self.compressions
+
+        class CountingSummarization(SummarizationMiddleware):
+            """Counts, per thread, the turns that summarized."""
+
+            async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+                """Summarize as the parent does, and count it."""
+                update = await super().abefore_model(state, runtime)
+                if update is not None:
+                    compressions[get_config()["configurable"]["thread_id"]] += 1
+                return update
+
+        self._pool = AsyncConnectionPool(
+            self._conninfo(),
+            max_size=10,
+            open=False,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        )
+        await self._pool.open()
+        saver = AsyncPostgresSaver(self._pool)
+        middleware = CountingSummarization(
+            chat_model(),
+            trigger=("tokens", self.settings.max_tokens),
+            keep=("messages", KEEP_MESSAGES),
+            token_counter=self.counter.count_messages,
+        )
+        self.agent = create_agent(chat_model(), [], middleware=[middleware], checkpointer=saver)
+
+    async def stop(self) -> None:
+        """Close the connection pool."""
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def turn(self, session_id: str, message_id: str, text: str) -> TurnResult:
+        """One agent run on the conversation's thread."""
+        thread = f"{self.settings.project}:{session_id}"
+        before = self.compressions[thread]
+        user = HumanMessage(text, id=f"{message_id}:user")
+        config = {"configurable": {"thread_id": thread}}
+        state = await self.agent.ainvoke({"messages": [user]}, config)
+        messages: list[BaseMessage] = state["messages"]
+        context = messages[:-1]
+        return TurnResult(
+            reply=str(messages[-1].content),
+            context=context,
+            context_tokens=self.counter.count_messages(context),
+            compressed=self.compressions[thread] > before,
+        )
+
+
+def make_backend(settings: Settings) -> TiermemBackend | LangGraphBackend:
+    """The backend ``settings`` names."""
+    if settings.backend == "tiermem":
+        return TiermemBackend(settings)
+    if settings.backend == "langgraph":
+        return LangGraphBackend(settings)
+    raise ValueError(f"unknown backend {settings.backend!r}: use tiermem or langgraph")
+
+
+def _bad_request(reason: str) -> JSONResponse:
+    return JSONResponse({"error": reason}, status_code=400)
+
+
+def create_app(
+    settings: Settings | None = None, backend: TiermemBackend | LangGraphBackend | None = None
+) -> Starlette:
+    """The ASGI app (uvicorn calls it with no argument: settings from the environment).
+
+    Args:
+        settings: what to build; default :meth:`Settings.from_env`.
+        backend: an already built backend (the pre-forking launcher builds it first).
+    """
+    settings = settings or Settings.from_env()
+    chat = backend or make_backend(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not settings.prepared:
+            await asyncio.to_thread(chat.prepare)
+        await chat.start()
+        try:
+            yield
+        finally:
+            await chat.stop()
+
+    async def post_chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        if not isinstance(body, dict):
+            return _bad_request("expected a JSON object")
+        session_id, text = body.get("session_id"), body.get("message")
+        message_id = body.get("message_id") or os.urandom(8).hex()
+        if not all(isinstance(v, str) and v for v in (session_id, text, message_id)):
+            return _bad_request("session_id, message (and message_id) must be non-empty strings")
+        result = await chat.turn(session_id, message_id, text)
+        return JSONResponse(
+            {
+                "session_id": session_id,
+                "message_id": message_id,
+                "reply": result.reply,
+                "context": [{"type": m.type, "content": m.content} for m in result.context],
+                "context_tokens": result.context_tokens,
+                "max_tokens": settings.max_tokens,
+                "compressed": result.compressed,
+                "replayed": result.replayed,
+                "worker": os.getpid(),
+            }
+        )
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "backend": settings.backend, "worker": os.getpid()})
+
+    routes = [Route("/chat", post_chat, methods=["POST"]), Route("/health", health)]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def serve(settings: Settings, host: str, port: int, workers: int, preload: bool) -> None:
+    """Serve with ``workers`` processes until SIGINT or SIGTERM."""
+    import uvicorn
+
+    make_backend(settings).prepare()  # once, before any worker starts
+    settings = replace(settings, prepared=True)
+    if not preload:
+        os.environ.update(settings.to_env())
+        uvicorn.run(
+            "chat_service:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+            access_log=False,
+        )
+        return
+    backend = make_backend(settings)
+    if isinstance(backend, TiermemBackend):
+        backend.prepare()  # the parent really uses its engine before forking
+    app = create_app(settings, backend)
+    sock = socket.create_server((host, port), backlog=2048)
+    _prefork(app, sock, workers)
+
+
+def _prefork(app: Starlette, sock: socket.socket, workers: int) -> None:
+    """Fork ``workers`` servers of ``app`` on ``sock``; start a new one when one dies."""
+    import uvicorn
+
+    def child() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        config = uvicorn.Config(app, log_level="warning", access_log=False)
+        uvicorn.Server(config).run(sockets=[sock])
+        os._exit(0)
+
+    def start() -> int:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            child()
+        return pid
+
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    pids = {start() for _ in range(workers)}
+    while not stopping:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid and pid in pids:
+            pids.discard(pid)
+            print(f"worker {pid} died; starting another", file=sys.stderr, flush=True)
+            pids.add(start())
+        elif not pid:
+            time.sleep(0.2)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+async def demo(settings: Settings, turns: int) -> None:
+    """Play ``turns`` turns of one conversation through the app, in this process."""
+    import httpx
+
+    app = create_app(settings)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://chat") as client,
+    ):
+        for turn in range(turns):
+            message = f"Turn {turn}: my parcel {1000 + turn} is late, where is it now?"
+            response = await client.post(
+                "/chat", json={"session_id": "demo", "message": message, "message_id": f"m{turn}"}
+            )
+            answer = response.raise_for_status().json()
+            mark = " (compressed)" if answer["compressed"] else ""
+            print(
+                f"turn {turn}: {len(answer['context'])} messages, "
+                f"{answer['context_tokens']}/{answer['max_tokens']} tokens{mark}"
+            )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "demo"])
+    parser.add_argument("--url", default=os.environ.get(ENV_PREFIX + "URL", DEFAULT_URL))
+    parser.add_argument("--backend", default="tiermem", choices=["tiermem", "langgraph"])
+    parser.add_argument("--project", default="chat", help="tiermem project / thread prefix")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--preload", action="store_true", help="build the app, then fork")
+    parser.add_argument("--turns", type=int, default=12, help="turns of the demo")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve, or play the demo."""
+    args = parse_args(argv)
+    settings = Settings(
+        url=args.url, backend=args.backend, project=args.project, max_tokens=args.max_tokens
+    )
+    if args.command == "demo":
+        asyncio.run(demo(settings, args.turns))
+        return
+    serve(settings, args.host, args.port, args.workers, args.preload)
+
+
+if __name__ == "__main__":
+    main()
