@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 INTEGRATIONS := $(wildcard integrations/*/pyproject.toml)
 DEMO_DB ?= tiermem-demo.db
-EXAMPLES := $(wildcard examples/*.py)
+# chat_service.py is a server: `make examples` plays its in-process demo instead.
+EXAMPLES := $(filter-out examples/chat_service.py,$(wildcard examples/*.py))
 EXAMPLES_DIR ?= .examples
 
 .PHONY: demo examples test test-fast test-slow lint types bench install install-tests clean
@@ -23,7 +24,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml $(INTEGRATIONS)
 	touch $@
 
 $(VENV)/.installed-tests: $(VENV)/.installed tests/conformance/fetch.py
-	$(PIP) install -q --group tests --group typing
+	$(PIP) install -q --group tests --group typing --group examples
 	$(BIN)/python tests/conformance/fetch.py
 	touch $@
 
@@ -42,6 +43,9 @@ examples: install
 		echo "== $$example"; \
 		(cd $(EXAMPLES_DIR) && $(abspath $(BIN))/python $(CURDIR)/$$example < /dev/null) || exit 1; \
 	done
+	$(PIP) install -q --group examples
+	cd $(EXAMPLES_DIR) && $(abspath $(BIN))/python $(CURDIR)/examples/chat_service.py demo \
+		--url sqlite:///chat_service.db
 
 lint: install-tests
 	$(BIN)/ruff check src tests examples benchmarks integrations
@@ -62,7 +66,7 @@ test-slow: install-tests
 
 ## bench: every benchmark, one summary
 bench: install-tests
-	$(PIP) install -q --group benchmark
+	$(PIP) install -q --group benchmark --group examples
 	$(BIN)/python benchmarks/run_all.py
 
 clean:

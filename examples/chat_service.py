@@ -9,15 +9,17 @@ and ``langgraph-checkpoint-postgres``. No API key: a deterministic fake chat mod
 ``{"reply": ..., "context": [...], "context_tokens": ..., "compressed": ...}``: the
 context is what the model was handed for this turn, within the token budget.
 
-How the tiermem backend works (direct calls, no agent middleware): each turn is
-``aadd_and_get_messages(session, [user message], skip_existing=True)``, which stores
-the user's message and reads the next context in one transaction (compressing first
-when the session went over budget), then the model's answer to that context, then
-``aadd_messages(session, [reply], skip_existing=True)``. The message ids derive from
-the client's ``message_id``, so a client that retries a turn it got no answer for
-(a worker killed mid-request) never stores it twice: the stored user message is
-skipped and, when the reply was stored too, it is answered again without calling
-the model.
+How the tiermem backend works (direct calls, no agent middleware): each turn reads
+the stored context with ``aget_messages``, hands it plus the user's message to the
+model, then stores the user's message and the reply together with
+``aadd_messages(session, [user, reply], skip_existing=True)``: one write transaction,
+so a turn is stored whole or not at all, compressing afterwards when the session went
+over budget. The memory's budget is the model's budget less a reserve for the
+incoming message, so the context handed to the model always fits. The message ids
+derive from the client's ``message_id``: a client that retries a turn it got no
+answer for (a worker killed mid-request) never stores it twice, since the write skips
+ids already stored (checked under the session's lock), and a retry of a turn whose
+answer was stored gets that answer again without calling the model.
 
 The reference (``--backend langgraph``) keeps memory with LangGraph's durable stack:
 ``langchain.agents.create_agent`` with ``SummarizationMiddleware`` (the same budget as
@@ -48,11 +50,17 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    MessageLikeRepresentation,
+    convert_to_messages,
+)
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -66,6 +74,9 @@ DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_MAX_TOKENS = 600
 #: The newest messages never summarized, on both backends (three turns).
 KEEP_MESSAGES = 6
+#: Tokens of the model's budget kept free for the incoming user message (a longer
+#: message is refused): the stored context gets the rest.
+MESSAGE_RESERVE = 128
 ENV_PREFIX = "TIERMEM_CHAT_"
 
 
@@ -140,12 +151,16 @@ def chat_model() -> FakeSummarizer:
     return FakeSummarizer(record_calls=False)
 
 
+class MessageTooLong(ValueError):
+    """The user's message does not fit the reserve of the token budget."""
+
+
 class TiermemBackend:
     """Memory by direct calls to tiermem's async API (see the module docstring)."""
 
     def __init__(self, settings: Settings) -> None:
         config = MemoryConfig(
-            max_tokens=settings.max_tokens,
+            max_tokens=settings.max_tokens - MESSAGE_RESERVE,
             recent_window=KEEP_MESSAGES,
             min_entries_to_compress=4,
         )
@@ -174,25 +189,35 @@ class TiermemBackend:
         await self.memory.aclose()
 
     async def turn(self, session_id: str, message_id: str, text: str) -> TurnResult:
-        """One turn, idempotent under ``message_id``."""
-        before = self.compressions[session_id]
+        """One turn, idempotent under ``message_id``.
+
+        Raises:
+            MessageTooLong: the message is over :data:`MESSAGE_RESERVE` tokens.
+        """
         user = HumanMessage(text, id=f"{message_id}:user")
+        if self.memory.counter.count_message(user) > MESSAGE_RESERVE:
+            raise MessageTooLong(f"a message may have at most {MESSAGE_RESERVE} tokens")
         reply_id = f"{message_id}:ai"
-        context = await self.memory.aadd_and_get_messages(session_id, [user], skip_existing=True)
-        replayed = bool(context) and context[-1].id == reply_id
-        if replayed:  # a retry of a turn whose answer was stored: answer it again
-            reply: BaseMessage = context[-1]
-            context = context[:-1]
-        else:
-            answer = await self.model.ainvoke(context)
-            reply = AIMessage(answer.content, id=reply_id)
-            await self.memory.aadd_messages(session_id, [reply], skip_existing=True)
+        stored = await self.memory.aget_messages(session_id)
+        if stored and stored[-1].id == reply_id:  # a retry of a turn stored whole
+            context = stored[:-1]
+            return TurnResult(
+                reply=str(stored[-1].content),
+                context=context,
+                context_tokens=self.memory.counter.count_messages(context),
+                compressed=False,
+                replayed=True,
+            )
+        context = [*stored, user]
+        answer = await self.model.ainvoke(context)
+        reply = AIMessage(answer.content, id=reply_id)
+        before = self.compressions[session_id]
+        await self.memory.aadd_messages(session_id, [user, reply], skip_existing=True)
         return TurnResult(
             reply=str(reply.content),
             context=context,
             context_tokens=self.memory.counter.count_messages(context),
             compressed=self.compressions[session_id] > before,
-            replayed=replayed,
         )
 
 
@@ -205,6 +230,10 @@ class LangGraphBackend:
         self.compressions: Counter[str] = Counter()
         self._pool: Any = None
         self.agent: Any = None
+
+    def _count(self, messages: Iterable[MessageLikeRepresentation]) -> int:
+        # tiermem's counting rule, so that both backends measure the budget alike.
+        return self.counter.count_messages(convert_to_messages(messages))
 
     def _conninfo(self) -> str:
         # psycopg takes a libpq URL: SQLAlchemy's driver suffix is dropped.
@@ -253,7 +282,7 @@ class LangGraphBackend:
             chat_model(),
             trigger=("tokens", self.settings.max_tokens),
             keep=("messages", KEEP_MESSAGES),
-            token_counter=self.counter.count_messages,
+            token_counter=self._count,
         )
         self.agent = create_agent(chat_model(), [], middleware=[middleware], checkpointer=saver)
 
@@ -288,6 +317,10 @@ def make_backend(settings: Settings) -> TiermemBackend | LangGraphBackend:
     raise ValueError(f"unknown backend {settings.backend!r}: use tiermem or langgraph")
 
 
+def _text(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and bool(value)
+
+
 def _bad_request(reason: str) -> JSONResponse:
     return JSONResponse({"error": reason}, status_code=400)
 
@@ -320,9 +353,12 @@ def create_app(
             return _bad_request("expected a JSON object")
         session_id, text = body.get("session_id"), body.get("message")
         message_id = body.get("message_id") or os.urandom(8).hex()
-        if not all(isinstance(v, str) and v for v in (session_id, text, message_id)):
+        if not (_text(session_id) and _text(text) and _text(message_id)):
             return _bad_request("session_id, message (and message_id) must be non-empty strings")
-        result = await chat.turn(session_id, message_id, text)
+        try:
+            result = await chat.turn(session_id, message_id, text)
+        except MessageTooLong as error:
+            return JSONResponse({"error": str(error)}, status_code=413)
         return JSONResponse(
             {
                 "session_id": session_id,

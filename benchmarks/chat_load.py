@@ -1,0 +1,443 @@
+"""The chatbot backend under load: many concurrent conversations against several workers.
+
+Starts ``examples/chat_service.py`` with ``--workers`` worker processes on loopback
+(a subprocess), drives ``--conversations`` conversations at once with
+``httpx.AsyncClient`` for ``--turns`` turns each, and reports turns per second, the
+endpoint's p50 / p99 latency and the compressions. Afterwards it checks that every
+acknowledged turn is stored exactly once (both messages, by their ids) and that
+``tiermem doctor`` is green.
+
+Scenarios, run one after the other in a fresh PostgreSQL schema each:
+
+* ``tiermem``: the service on tiermem (uvicorn's worker processes);
+* ``tiermem-kill``: the same, with one worker SIGKILLed halfway through; uvicorn's
+  supervisor starts another, and the clients retry the turns that got no answer with
+  the same message id (the service stores a retried turn once);
+* ``tiermem-preload-kill``: the same kill, with the app built before the workers
+  are forked (``--preload``): the forked workers must not share the parent's
+  connections, and the replacement is forked from the same parent;
+* ``langgraph``: the reference, ``create_agent`` with ``SummarizationMiddleware``
+  and ``AsyncPostgresSaver``, the same model, budget and load.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/chat_load.py                      # 200 x 20 turns
+    .venv/bin/python benchmarks/chat_load.py --conversations 50 --turns 5
+
+Results go to ``benchmarks/results/chat_load.json`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from tiermem import ConversationMemory
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVICE = ROOT / "examples" / "chat_service.py"
+DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+SCENARIOS = ("tiermem", "tiermem-kill", "tiermem-preload-kill", "langgraph")
+WORDS = (
+    "parcel order refund invoice courier delay depot label tracking address weekend "
+    "morning warehouse customs receipt discount account password delivery window"
+).split()
+#: Seconds one request may take before the client counts it as unanswered.
+REQUEST_TIMEOUT = 30.0
+#: Seconds a turn is retried before the client gives up on it (and its conversation).
+TURN_DEADLINE = 120.0
+
+
+@dataclass
+class LoadResult:
+    """What one scenario measured and verified."""
+
+    scenario: str
+    conversations: int
+    turns: int
+    workers: int
+    seconds: float = 0.0
+    acknowledged: int = 0
+    turns_per_s: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    max_turn_ms: float = 0.0
+    retries: int = 0
+    replayed: int = 0
+    compressions: int = 0
+    max_context_tokens: int = 0
+    over_budget: int = 0
+    killed_worker: int | None = None
+    workers_seen: int = 0
+    lost: int | None = None
+    duplicated: int | None = None
+    doctor_ok: bool | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def correct(self) -> bool:
+        """Nothing lost, nothing stored twice, the doctor green (where checked)."""
+        return (
+            not self.errors
+            and self.acknowledged == self.conversations * self.turns
+            and self.lost in (0, None)
+            and self.duplicated in (0, None)
+            and self.doctor_ok in (True, None)
+        )
+
+
+def message(conversation: int, turn: int) -> str:
+    """The user's deterministic message for one turn."""
+    rng = random.Random(conversation * 100_003 + turn)
+    words = " ".join(rng.choice(WORDS) for _ in range(18))
+    return f"Conversation {conversation}, turn {turn}: {words}?"
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (now)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def fresh_schema(url: str) -> Iterator[str]:
+    """A new PostgreSQL schema, dropped afterwards; yields ``url`` pointed at it."""
+    schema = f"chatload_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    scoped = sa.make_url(url).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield scoped.render_as_string(hide_password=False)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
+
+
+class Service:
+    """``examples/chat_service.py`` in a subprocess of its own process group."""
+
+    def __init__(self, url: str, backend: str, workers: int, preload: bool) -> None:
+        self.port = free_port()
+        self.workers = workers
+        command = [sys.executable, str(SERVICE), "--backend", backend, "--url", url]
+        command += ["--workers", str(workers), "--port", str(self.port), "--project", "load"]
+        if preload:
+            command.append("--preload")
+        self.process = subprocess.Popen(command, start_new_session=True)
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 90.0) -> set[int]:
+        """Wait until every worker answered ``/health``; their pids."""
+        deadline = time.monotonic() + timeout
+        seen: set[int] = set()
+        while time.monotonic() < deadline and len(seen) < self.workers:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the service exited with {self.process.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                # A new connection each time, so that other workers get to accept it.
+                seen.add(httpx.get(f"{self.base_url}/health", timeout=2).json()["worker"])
+            time.sleep(0.05)
+        if not seen:
+            raise RuntimeError("the service did not answer /health in time")
+        return seen
+
+    def worker_pids(self) -> set[int]:
+        """The service's child processes now."""
+        pids: set[int] = set()
+        for task in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
+            pids.update(int(pid) for pid in task.read_text().split())
+        return pids
+
+    def stop(self) -> None:
+        """SIGTERM the supervisor (which stops its workers); SIGKILL the group if stuck."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+class Load:
+    """The clients: one task per conversation, each turn retried until answered."""
+
+    def __init__(self, base_url: str, conversations: int, turns: int, think: float) -> None:
+        self.base_url = base_url
+        self.conversations = conversations
+        self.turns = turns
+        self.think = think
+        self.latencies: list[float] = []
+        self.turn_times: list[float] = []
+        self.acknowledged: dict[int, int] = {}
+        self.retries = 0
+        self.replayed = 0
+        self.compressions = 0
+        self.max_context_tokens = 0
+        self.over_budget = 0
+        self.workers: Counter[int] = Counter()
+        self.errors: list[str] = []
+        self.halfway = asyncio.Event()
+
+    async def _turn(self, client: httpx.AsyncClient, conversation: int, turn: int) -> bool:
+        body = {
+            "session_id": f"c{conversation:04d}",
+            "message": message(conversation, turn),
+            "message_id": f"c{conversation:04d}-t{turn:03d}",
+        }
+        started = time.perf_counter()
+        while time.perf_counter() - started < TURN_DEADLINE:
+            attempt = time.perf_counter()
+            try:
+                response = await client.post("/chat", json=body)
+            except httpx.TransportError:
+                response = None
+            if response is not None and response.status_code == 200:
+                now = time.perf_counter()
+                self.latencies.append(now - attempt)
+                self.turn_times.append(now - started)
+                self._record(response.json())
+                return True
+            if response is not None and response.status_code < 500:
+                self.errors.append(f"{body['message_id']}: HTTP {response.status_code}")
+                return False
+            self.retries += 1
+            await asyncio.sleep(0.05 + random.random() * 0.1)
+        self.errors.append(f"{body['message_id']}: no answer within {TURN_DEADLINE:.0f} s")
+        return False
+
+    def _record(self, answer: dict[str, Any]) -> None:
+        self.workers[answer["worker"]] += 1
+        self.compressions += bool(answer["compressed"])
+        self.replayed += bool(answer["replayed"])
+        self.max_context_tokens = max(self.max_context_tokens, answer["context_tokens"])
+        self.over_budget += answer["context_tokens"] > answer["max_tokens"]
+        if len(self.latencies) * 2 >= self.conversations * self.turns:
+            self.halfway.set()
+
+    async def _conversation(self, client: httpx.AsyncClient, conversation: int) -> None:
+        # Staggered starts, so that the conversations do not move in lockstep.
+        await asyncio.sleep(random.random() * max(self.think, 0.05))
+        for turn in range(self.turns):
+            if not await self._turn(client, conversation, turn):
+                return
+            self.acknowledged[conversation] = turn + 1
+            if self.think:
+                await asyncio.sleep(self.think * (0.5 + random.random()))
+
+    async def run(self) -> float:
+        """Run every conversation to its end; the seconds it took."""
+        limits = httpx.Limits(max_connections=self.conversations + 8)
+        timeout = httpx.Timeout(REQUEST_TIMEOUT)
+        async with httpx.AsyncClient(
+            base_url=self.base_url, limits=limits, timeout=timeout
+        ) as client:
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(self._conversation(client, c) for c in range(self.conversations))
+            )
+            return time.perf_counter() - started
+
+
+async def _drive(load: Load, service: Service, kill: bool) -> tuple[float, int | None]:
+    """Run the load; with ``kill``, SIGKILL a serving worker once half the turns are in."""
+    killed: int | None = None
+
+    async def killer() -> None:
+        nonlocal killed
+        await load.halfway.wait()
+        serving = [pid for pid, _ in load.workers.most_common() if pid in service.worker_pids()]
+        if serving:
+            killed = serving[0]
+            os.kill(killed, signal.SIGKILL)
+
+    task = asyncio.create_task(killer()) if kill else None
+    seconds = await load.run()
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return seconds, killed
+
+
+def verify_stored(url: str, load: Load) -> tuple[int, int]:
+    """(lost, duplicated): acknowledged messages missing, and messages stored twice."""
+    lost = duplicated = 0
+    with ConversationMemory(url, project="load") as memory:
+        for conversation in range(load.conversations):
+            entries = memory.get_entries(f"c{conversation:04d}")
+            ids = Counter(entry.message.id for entry in entries)
+            duplicated += sum(count - 1 for count in ids.values() if count > 1)
+            for turn in range(load.acknowledged.get(conversation, 0)):
+                key = f"c{conversation:04d}-t{turn:03d}"
+                lost += (ids[f"{key}:user"] == 0) + (ids[f"{key}:ai"] == 0)
+    return lost, duplicated
+
+
+def doctor(url: str) -> bool:
+    """Whether ``tiermem doctor`` finds every invariant holding."""
+    command = [sys.executable, "-m", "tiermem.cli", "doctor", "--url", url]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(done.stdout + done.stderr, flush=True)
+    return done.returncode == 0
+
+
+def _percentile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def run_scenario(
+    scenario: str,
+    *,
+    url: str = DEFAULT_URL,
+    conversations: int = 200,
+    turns: int = 20,
+    workers: int = 4,
+    think: float = 0.0,
+) -> LoadResult:
+    """Start the service for ``scenario``, drive the load, stop it, verify.
+
+    Args:
+        scenario: one of :data:`SCENARIOS`.
+        url: the PostgreSQL server (a fresh schema in it is used, then dropped).
+        conversations: conversations at once.
+        turns: turns per conversation.
+        workers: worker processes of the service.
+        think: mean seconds a client waits between two turns of a conversation.
+    """
+    backend = "langgraph" if scenario.startswith("langgraph") else "tiermem"
+    result = LoadResult(scenario, conversations, turns, workers)
+    with fresh_schema(url) as scoped:
+        service = Service(scoped, backend, workers, preload="preload" in scenario)
+        try:
+            service.wait_ready()
+            load = Load(service.base_url, conversations, turns, think)
+            seconds, killed = asyncio.run(_drive(load, service, kill="kill" in scenario))
+        finally:
+            service.stop()
+        latencies = [s * 1000 for s in load.latencies]
+        result.seconds = round(seconds, 3)
+        result.acknowledged = sum(load.acknowledged.values())
+        result.turns_per_s = round(result.acknowledged / seconds, 1) if seconds else 0.0
+        result.p50_ms = round(_percentile(latencies, 50), 2)
+        result.p99_ms = round(_percentile(latencies, 99), 2)
+        result.max_turn_ms = round(max(load.turn_times, default=0.0) * 1000, 1)
+        result.retries, result.replayed = load.retries, load.replayed
+        result.compressions = load.compressions
+        result.max_context_tokens, result.over_budget = load.max_context_tokens, load.over_budget
+        result.killed_worker, result.workers_seen = killed, len(load.workers)
+        result.errors = load.errors[:20]
+        if backend == "tiermem":
+            result.lost, result.duplicated = verify_stored(scoped, load)
+            result.doctor_ok = doctor(scoped)
+    return result
+
+
+def _row(result: LoadResult) -> str:
+    checks = "n/a" if result.lost is None else f"{result.lost}/{result.duplicated}"
+    doctor_state = {True: "green", False: "RED", None: "n/a"}[result.doctor_ok]
+    return (
+        f"{result.scenario:<22}{result.acknowledged:>7}{result.turns_per_s:>9.1f}"
+        f"{result.p50_ms:>9.1f}{result.p99_ms:>9.1f}{result.max_turn_ms:>10.0f}"
+        f"{result.retries:>8}{result.compressions:>7}{result.max_context_tokens:>8}"
+        f"{checks:>10}{doctor_state:>8}"
+    )
+
+
+def targets(results: list[LoadResult]) -> list[tuple[str, bool | None, str]]:
+    """The issue's targets: (what, met or None when not measured, figures)."""
+    by_name = {r.scenario: r for r in results}
+    plain, reference = by_name.get("tiermem"), by_name.get("langgraph")
+    out: list[tuple[str, bool | None, str]] = []
+    if plain and reference and reference.turns_per_s:
+        ratio = plain.turns_per_s / reference.turns_per_s
+        out.append(("tiermem >= 2x the reference's turns/s", ratio >= 2, f"x{ratio:.2f}"))
+    if plain:
+        out.append(("tiermem p99 < 100 ms", plain.p99_ms < 100, f"{plain.p99_ms:.1f} ms"))
+    checked = [r for r in results if r.lost is not None]
+    if checked:
+        clean = all(r.correct for r in checked)
+        figures = ", ".join(f"{r.scenario}: {r.lost} lost, {r.duplicated} dup" for r in checked)
+        out.append(("zero lost or duplicated turns, doctor green", clean, figures))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the scenarios, print the table and the targets, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--url", default=os.environ.get("TIERMEM_CHAT_URL", DEFAULT_URL))
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--think", type=float, default=0.0, help="mean s between turns")
+    parser.add_argument("--only", action="append", choices=SCENARIOS)
+    parser.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    print(
+        f"{args.conversations} conversations x {args.turns} turns, {args.workers} workers, "
+        f"think {args.think} s; load before: {Path('/proc/loadavg').read_text().strip()}",
+        flush=True,
+    )
+    results = []
+    for scenario in args.only or SCENARIOS:
+        print(f"-- {scenario}", flush=True)
+        result = run_scenario(
+            scenario,
+            url=args.url,
+            conversations=args.conversations,
+            turns=args.turns,
+            workers=args.workers,
+            think=args.think,
+        )
+        results.append(result)
+        for error in result.errors[:5]:
+            print(f"   error: {error}", flush=True)
+    print(
+        f"\n{'scenario':<22}{'turns':>7}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'max turn':>10}{'retries':>8}{'compr':>7}{'max ctx':>8}{'lost/dup':>10}{'doctor':>8}"
+    )
+    for result in results:
+        print(_row(result))
+    met = targets(results)
+    for what, ok, figures in met:
+        print(f"target {what}: {'met' if ok else 'NOT met'} ({figures})")
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    out = args.results_dir / "chat_load.json"
+    payload = {
+        "settings": vars(args) | {"results_dir": str(args.results_dir)},
+        "loadavg": Path("/proc/loadavg").read_text().strip(),
+        "results": [asdict(r) for r in results],
+        "targets": [{"target": w, "met": ok, "figures": f} for w, ok, f in met],
+    }
+    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0 if all(r.correct for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
