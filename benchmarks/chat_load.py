@@ -97,6 +97,7 @@ class LoadResult:
     max_context_tokens: int = 0
     over_budget: int = 0
     killed_worker: int | None = None
+    replaced: bool | None = None
     workers_seen: int = 0
     lost: int | None = None
     duplicated: int | None = None
@@ -112,6 +113,7 @@ class LoadResult:
             and self.lost in (0, None)
             and self.duplicated in (0, None)
             and self.doctor_ok in (True, None)
+            and self.replaced in (True, None)
         )
 
 
@@ -172,6 +174,16 @@ class Service:
         if not seen:
             raise RuntimeError("the service did not answer /health in time")
         return seen
+
+    def new_worker(self, known: set[int], timeout: float = 60.0) -> bool:
+        """Whether a worker not in ``known`` answers ``/health`` within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.base_url}/health", timeout=2).json()["worker"] not in known:
+                    return True
+            time.sleep(0.05)
+        return False
 
     def worker_pids(self) -> set[int]:
         """The service's child processes now."""
@@ -281,15 +293,19 @@ class Load:
         return time.perf_counter() - started
 
 
-async def _drive(load: Load, service: Service, kill: bool) -> tuple[float, int | None]:
-    """Run the load; with ``kill``, SIGKILL a serving worker once half the turns are in."""
+async def _drive(load: Load, service: Service, kill: bool) -> tuple[float, int | None, set[int]]:
+    """Run the load; with ``kill``, SIGKILL a serving worker once half the turns are in.
+    Returns the seconds, the killed pid and the workers known when it was killed."""
     killed: int | None = None
+    known: set[int] = set()
 
     async def killer() -> None:
         nonlocal killed
         await load.halfway.wait()
-        serving = [pid for pid, _ in load.workers.most_common() if pid in service.worker_pids()]
+        alive = service.worker_pids()
+        serving = [pid for pid, _ in load.workers.most_common() if pid in alive]
         if serving:
+            known.update(alive, load.workers)
             killed = serving[0]
             os.kill(killed, signal.SIGKILL)
 
@@ -300,7 +316,7 @@ async def _drive(load: Load, service: Service, kill: bool) -> tuple[float, int |
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    return seconds, killed
+    return seconds, killed, known
 
 
 def verify_stored(url: str, load: Load) -> tuple[int, int]:
@@ -360,9 +376,12 @@ def run_scenario(
     with fresh_schema(url) as scoped:
         service = Service(scoped, backend, workers, preload="preload" in scenario)
         try:
-            service.wait_ready()
+            first = service.wait_ready()
             load = Load(service.base_url, conversations, turns, think)
-            seconds, killed = asyncio.run(_drive(load, service, kill="kill" in scenario))
+            drive = _drive(load, service, kill="kill" in scenario)
+            seconds, killed, known = asyncio.run(drive)
+            if killed is not None:  # the supervisor must have started a replacement
+                result.replaced = service.new_worker(first | known)
         finally:
             service.stop()
         latencies = [s * 1000 for s in load.latencies]
