@@ -9,15 +9,23 @@ acknowledged turn is stored exactly once (both messages, by their ids) and that
 
 Scenarios, run one after the other in a fresh PostgreSQL schema each:
 
-* ``tiermem``: the service on tiermem (uvicorn's worker processes);
+* ``tiermem-saturated``, ``tiermem``: the service on tiermem (uvicorn's worker
+  processes);
 * ``tiermem-kill``: the same, with one worker SIGKILLed halfway through; uvicorn's
   supervisor starts another, and the clients retry the turns that got no answer with
   the same message id (the service stores a retried turn once);
 * ``tiermem-preload-kill``: the same kill, with the app built before the workers
   are forked (``--preload``): the forked workers must not share the parent's
   connections, and the replacement is forked from the same parent;
-* ``langgraph``: the reference, ``create_agent`` with ``SummarizationMiddleware``
-  and ``AsyncPostgresSaver``, the same model, budget and load.
+* ``langgraph-saturated``, ``langgraph``: the reference, ``create_agent`` with
+  ``SummarizationMiddleware`` and ``AsyncPostgresSaver``, the same model, budget and
+  load;
+* ``none-saturated``: the service with no memory at all (the model sees the new
+  message alone): the floor that HTTP, the model and the client cost.
+
+``-saturated`` scenarios send each conversation's next turn as soon as the answer
+arrives (throughput); the others wait ``--think`` seconds on average between two
+turns, as people do (latency at that many conversations).
 
 Run from the repository root::
 
@@ -59,6 +67,7 @@ DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 SCENARIOS = (
     "tiermem-saturated",
     "langgraph-saturated",
+    "none-saturated",
     "tiermem",
     "langgraph",
     "tiermem-kill",
@@ -91,6 +100,9 @@ class LoadResult:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     max_turn_ms: float = 0.0
+    service_cpu_ms: float = 0.0
+    database_cpu_ms: float = 0.0
+    client_cpu_ms: float = 0.0
     retries: int = 0
     replayed: int = 0
     compressions: int = 0
@@ -138,13 +150,74 @@ def fresh_schema(url: str) -> Iterator[str]:
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    scoped = sa.make_url(url).update_query_dict({"options": f"-csearch_path={schema}"})
+    # The application name marks the service's connections, whose server processes'
+    # CPU time is counted (other clients may be using the server meanwhile).
+    query = {"options": f"-csearch_path={schema}", "application_name": schema}
+    scoped = sa.make_url(url).update_query_dict(query)
     try:
         yield scoped.render_as_string(hide_password=False)
     finally:
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         engine.dispose()
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: set[int]) -> dict[int, float]:
+    """User plus system CPU seconds of each live process of ``pids`` (a negative key
+    stands for the process of its absolute value, keeping it apart)."""
+    out: dict[int, float] = {}
+    for key in pids:
+        with contextlib.suppress(OSError):
+            # The command name (field 2) may hold spaces: count from its closing paren.
+            stat = Path(f"/proc/{abs(key)}/stat").read_text().rsplit(")", 1)[1].split()
+            out[key] = (int(stat[11]) + int(stat[12])) / _TICK
+    return out
+
+
+def server_processes(url: str) -> set[int]:
+    """The PostgreSQL server processes serving connections named as ``url``'s."""
+    name = sa.make_url(url).query["application_name"]
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            query = "SELECT pid FROM pg_stat_activity WHERE application_name = :name"
+            pids = set(conn.execute(sa.text(query), {"name": name}).scalars())
+            return pids - {conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()}
+    finally:
+        engine.dispose()
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds the service's processes and their database connections spend."""
+
+    service: Service
+    url: str
+    start: dict[int, float] = field(default_factory=dict)
+
+    def _now(self) -> dict[int, float]:
+        pids = {self.service.process.pid} | self.service.worker_pids()
+        return cpu_seconds(pids | {-pid for pid in server_processes(self.url)})
+
+    def begin(self) -> None:
+        """Take the starting figures."""
+        self.start = self._now()
+
+    def spent(self) -> tuple[float, float]:
+        """(service, database) CPU seconds since :meth:`begin` (a process that ended
+        meanwhile, such as a killed worker, is not counted)."""
+        end = self._now()
+        service = database = 0.0
+        for key, seconds in end.items():
+            delta = seconds - self.start.get(key, 0.0)
+            if key < 0:
+                database += delta
+            else:
+                service += delta
+        return service, database
 
 
 class Service:
@@ -293,7 +366,9 @@ class Load:
         return time.perf_counter() - started
 
 
-async def _drive(load: Load, service: Service, kill: bool) -> tuple[float, int | None, set[int]]:
+async def _drive(
+    load: Load, service: Service, kill: bool, meter: CpuMeter
+) -> tuple[float, int | None, set[int]]:
     """Run the load; with ``kill``, SIGKILL a serving worker once half the turns are in.
     Returns the seconds, the killed pid and the workers known when it was killed."""
     killed: int | None = None
@@ -310,6 +385,7 @@ async def _drive(load: Load, service: Service, kill: bool) -> tuple[float, int |
             os.kill(killed, signal.SIGKILL)
 
     await load.warm_up(8 * service.workers)
+    meter.begin()
     task = asyncio.create_task(killer()) if kill else None
     seconds = await load.run()
     if task is not None:
@@ -371,15 +447,19 @@ def run_scenario(
     """
     if scenario.endswith("-saturated"):
         think = 0.0
-    backend = "langgraph" if scenario.startswith("langgraph") else "tiermem"
+    backend = scenario.split("-")[0]
     result = LoadResult(scenario, conversations, turns, workers, think)
     with fresh_schema(url) as scoped:
         service = Service(scoped, backend, workers, preload="preload" in scenario)
         try:
             first = service.wait_ready()
             load = Load(service.base_url, conversations, turns, think)
-            drive = _drive(load, service, kill="kill" in scenario)
+            meter = CpuMeter(service, scoped)
+            client_started = time.process_time()
+            drive = _drive(load, service, "kill" in scenario, meter)
             seconds, killed, known = asyncio.run(drive)
+            service_cpu, database_cpu = meter.spent()
+            client_cpu = time.process_time() - client_started
             if killed is not None:  # the supervisor must have started a replacement
                 result.replaced = service.new_worker(first | known)
         finally:
@@ -391,6 +471,10 @@ def run_scenario(
         result.p50_ms = round(_percentile(latencies, 50), 2)
         result.p99_ms = round(_percentile(latencies, 99), 2)
         result.max_turn_ms = round(max(load.turn_times, default=0.0) * 1000, 1)
+        per_turn = 1000 / max(result.acknowledged, 1)
+        result.service_cpu_ms = round(service_cpu * per_turn, 2)
+        result.database_cpu_ms = round(database_cpu * per_turn, 2)
+        result.client_cpu_ms = round(client_cpu * per_turn, 2)
         result.retries, result.replayed = load.retries, load.replayed
         result.compressions = load.compressions
         result.max_context_tokens, result.over_budget = load.max_context_tokens, load.over_budget
@@ -408,6 +492,7 @@ def _row(result: LoadResult) -> str:
     return (
         f"{result.scenario:<22}{result.acknowledged:>7}{result.turns_per_s:>9.1f}"
         f"{result.p50_ms:>9.1f}{result.p99_ms:>9.1f}{result.max_turn_ms:>10.0f}"
+        f"{result.service_cpu_ms:>9.1f}{result.database_cpu_ms:>8.1f}{result.client_cpu_ms:>8.1f}"
         f"{result.retries:>8}{result.compressions:>7}{result.max_context_tokens:>8}"
         f"{checks:>10}{doctor_state:>8}"
     )
@@ -420,7 +505,13 @@ def targets(results: list[LoadResult]) -> list[tuple[str, bool | None, str]]:
     out: list[tuple[str, bool | None, str]] = []
     if ours and reference and reference.turns_per_s:
         ratio = ours.turns_per_s / reference.turns_per_s
-        figures = f"x{ratio:.2f}: {ours.turns_per_s:.0f} vs {reference.turns_per_s:.0f} turns/s"
+        cost = (reference.service_cpu_ms + reference.database_cpu_ms) / max(
+            ours.service_cpu_ms + ours.database_cpu_ms, 0.01
+        )
+        figures = (
+            f"x{ratio:.2f}: {ours.turns_per_s:.0f} vs {reference.turns_per_s:.0f} turns/s; "
+            f"service + database CPU per turn x{cost:.2f} lower"
+        )
         out.append(("tiermem >= 2x the reference's turns/s (saturated)", ratio >= 2, figures))
     paced = by_name.get("tiermem")
     if paced:
@@ -469,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   error: {error}", flush=True)
     print(
         f"\n{'scenario':<22}{'turns':>7}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'max turn':>10}{'retries':>8}{'compr':>7}{'max ctx':>8}{'lost/dup':>10}{'doctor':>8}"
+        f"{'max turn':>10}{'svc cpu':>9}{'db cpu':>8}{'client':>8}{'retries':>8}{'compr':>7}"
+        f"{'max ctx':>8}{'lost/dup':>10}{'doctor':>8}"
     )
     for result in results:
         print(_row(result))

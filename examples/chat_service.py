@@ -24,6 +24,8 @@ answer was stored gets that answer again without calling the model.
 The reference (``--backend langgraph``) keeps memory with LangGraph's durable stack:
 ``langchain.agents.create_agent`` with ``SummarizationMiddleware`` (the same budget as
 trigger, the same token rule) and ``AsyncPostgresSaver`` on the same database.
+``--backend none`` keeps no memory (the model sees only the new message): what
+serving and the model cost alone.
 
 Run it::
 
@@ -50,7 +52,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeGuard
 
@@ -308,13 +310,49 @@ class LangGraphBackend:
         )
 
 
-def make_backend(settings: Settings) -> TiermemBackend | LangGraphBackend:
+class NoMemoryBackend:
+    """No memory at all: the model sees only the new message and nothing is stored.
+    What serving and the model cost alone (the load benchmark's floor)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.model = chat_model()
+        self.counter = TokenCounter()
+
+    def prepare(self) -> None:
+        """Nothing to create."""
+
+    async def start(self) -> None:
+        """Nothing to open."""
+
+    async def stop(self) -> None:
+        """Nothing to close."""
+
+    async def turn(self, session_id: str, message_id: str, text: str) -> TurnResult:
+        """Answer the message alone."""
+        context: list[BaseMessage] = [HumanMessage(text, id=f"{message_id}:user")]
+        answer = await self.model.ainvoke(context)
+        return TurnResult(
+            reply=str(answer.content),
+            context=context,
+            context_tokens=self.counter.count_messages(context),
+            compressed=False,
+        )
+
+
+Backend = TiermemBackend | LangGraphBackend | NoMemoryBackend
+BACKENDS: dict[str, Callable[[Settings], Backend]] = {
+    "tiermem": TiermemBackend,
+    "langgraph": LangGraphBackend,
+    "none": NoMemoryBackend,
+}
+
+
+def make_backend(settings: Settings) -> Backend:
     """The backend ``settings`` names."""
-    if settings.backend == "tiermem":
-        return TiermemBackend(settings)
-    if settings.backend == "langgraph":
-        return LangGraphBackend(settings)
-    raise ValueError(f"unknown backend {settings.backend!r}: use tiermem or langgraph")
+    factory = BACKENDS.get(settings.backend)
+    if factory is None:
+        raise ValueError(f"unknown backend {settings.backend!r}: use one of {sorted(BACKENDS)}")
+    return factory(settings)
 
 
 def _text(value: object) -> TypeGuard[str]:
@@ -325,9 +363,7 @@ def _bad_request(reason: str) -> JSONResponse:
     return JSONResponse({"error": reason}, status_code=400)
 
 
-def create_app(
-    settings: Settings | None = None, backend: TiermemBackend | LangGraphBackend | None = None
-) -> Starlette:
+def create_app(settings: Settings | None = None, backend: Backend | None = None) -> Starlette:
     """The ASGI app (uvicorn calls it with no argument: settings from the environment).
 
     Args:
@@ -479,7 +515,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("command", nargs="?", default="serve", choices=["serve", "demo"])
     parser.add_argument("--url", default=os.environ.get(ENV_PREFIX + "URL", DEFAULT_URL))
-    parser.add_argument("--backend", default="tiermem", choices=["tiermem", "langgraph"])
+    parser.add_argument("--backend", default="tiermem", choices=sorted(BACKENDS))
     parser.add_argument("--project", default="chat", help="tiermem project / thread prefix")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     parser.add_argument("--host", default="127.0.0.1")
