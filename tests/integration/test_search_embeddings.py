@@ -13,6 +13,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from tests.conftest import MemoryFactory
 from tiermem import ConversationMemory
+from tiermem._core.dense import encode_all
+from tiermem._storage.vectors import store_vectors
 from tiermem.errors import EmbeddingFailed, InvalidArgument
 from tiermem.testing import ManualClock
 
@@ -271,6 +273,38 @@ def test_project_wide_search_reranks_word_matches(make_memory: MemoryFactory) ->
     _drain(memory)
     hits = memory.search("note about a dog")
     assert [hit.entry.session_id for hit in hits] == ["a", "b"]
+
+
+def test_two_writers_of_one_vector_do_not_conflict(make_memory: MemoryFactory) -> None:
+    """A vector stored while another transaction stores one for the same entry (the
+    background worker and embed_missing) is skipped, not a unique-key error: the
+    first writer's vector stays."""
+    memory = make_memory()
+    entry = memory.add_user_message("s", "The beagle chewed the sofa.")
+    engine = memory.database.engine
+    with engine.connect() as conn:
+        pk = conn.execute(sa.text(f"SELECT session_pk FROM tiermem_entry WHERE id = {entry.id}"))
+        session_pk = int(pk.scalar_one())
+    first, second = encode_all([[1.0, 0.0]], 1)[0], encode_all([[0.0, 1.0]], 1)[0]
+    errors: list[BaseException] = []
+
+    def late_writer() -> None:
+        try:
+            with engine.begin() as conn:
+                store_vectors(conn, "m", [(entry.id, session_pk, second)])
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    with engine.begin() as conn:
+        store_vectors(conn, "m", [(entry.id, session_pk, first)])
+        writer = threading.Thread(target=late_writer)
+        writer.start()
+        writer.join(0.5)  # it waits for this transaction's lock on the entry's vector
+    writer.join(30)
+    assert errors == []
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT vector FROM tiermem_entry_vector")).scalars().all()
+    assert len(stored) == 1
 
 
 def test_sync_and_async_agree(make_memory: MemoryFactory) -> None:
