@@ -23,8 +23,8 @@ memory's argument, 1 by default) is thus how much a step in similarity counts
 against the same step in BM25: 1 weighs them equally, 0 ranks by words alone
 (the dense list still brings candidates), a large weight ranks by similarity
 and breaks its ties by words. Scaled scores keep how far apart two candidates
-are: an entry far more similar to the query than any other wins over one that
-matches a few more words.
+are (rank fusion kept only their order): an entry far more similar to the query
+than the others can win over one that matches the words a little better.
 
 Relevance is then ranked as in lexical search (:func:`search.rank`): divided by
 the best candidate's, plus the tier boost and a recency bonus of at most
