@@ -22,6 +22,7 @@ if a check fails::
 
     .venv/bin/python benchmarks/compression_bench.py
     .venv/bin/python benchmarks/compression_bench.py --turns 1000 --backends sqlite
+    .venv/bin/python benchmarks/compression_bench.py --turns 1000 --no-feed  # feed's cost
 """
 
 from __future__ import annotations
@@ -306,9 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pg-url", default=PG_URL)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--no-feed", action="store_true", help="turn the change feed off (to measure its cost)"
+    )
     args = parser.parse_args(argv)
 
-    config = MemoryConfig(max_tokens=args.max_tokens)
+    config = MemoryConfig(max_tokens=args.max_tokens, change_feed=not args.no_feed)
     probe = ConversationMemory("sqlite://")
     encoding = tiktoken.get_encoding(probe.counter.encoding_name)
     probe.close()

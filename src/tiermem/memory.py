@@ -30,6 +30,7 @@ from ._ops import embed, read, tiers, transfer, write
 from ._ops.tiers import DEFAULT_LOAD_LIMIT, DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
 from ._storage.database import Database
 from .errors import InvalidArgument
+from .feed import ChangeFeed
 from .layers import LayeredMemory, LayerRegistry
 from .state import SessionState
 from .tiers import MemoryTier
@@ -116,6 +117,7 @@ class ConversationMemory:
         )
         self.set_summarizer(summarizer)
         self._layers = LayerRegistry()
+        self._feed = ChangeFeed(self._context)
 
     @property
     def project(self) -> str:
@@ -165,6 +167,12 @@ class ConversationMemory:
         """Connect ``receiver`` to signal ``name`` of this memory only, held strongly;
         returns a callable that disconnects it."""
         return signals.connect(name, receiver, self)
+
+    @property
+    def feed(self) -> ChangeFeed:
+        """The durable change feed of this memory's project: ``changes``,
+        ``follow``, ``ack`` and their async twins (:mod:`tiermem.feed`)."""
+        return self._feed
 
     def history(self, session_id: str) -> TieredChatMessageHistory:
         """A LangChain ``BaseChatMessageHistory`` over one session."""
@@ -530,20 +538,12 @@ class ConversationMemory:
         progress: Progress | None = None,
     ) -> int:
         """Delete this project's expired sessions (with their entries and summaries),
-        then its expired layer items; idempotent.
-
-        Expired means the *current* ``last_accessed``, re-checked by the ``DELETE``,
-        is strictly older than ``expired_after``: an access that commits first saves
-        it. Oldest first, ``batch_size`` per transaction, ``pruned`` sent after each.
-
-        Args:
-            limit: at most this many sessions and items, sessions first (``None``: all).
-            dry_run: only count what would be deleted.
-            batch_size: sessions or items per transaction.
-            progress: called as ``progress(done, total)`` after each batch.
-
-        Returns:
-            The number deleted (or, with ``dry_run``, that would be).
+        then its expired layer items and documents, ``batch_size`` per transaction,
+        oldest first (``pruned`` after each), then, without ``limit``, change-feed
+        events older than ``event_retention``; idempotent. An access that commits first saves a
+        session. ``limit`` caps the sessions and items (sessions first); ``dry_run``
+        only counts; ``progress(done, total)`` follows each batch. Returns the
+        number of sessions and items deleted (or, with ``dry_run``, that would be).
         """
         return run(tiers.prune(self._context, limit, dry_run, batch_size, progress))
 

@@ -7,7 +7,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -93,6 +93,11 @@ class MemoryConfig(_KeywordChecked):
             brace is kept as written (a JSON example needs no escaping, and
             ``{{`` stays ``{{``).
         tier_policy: the access-tier thresholds.
+        change_feed: write every change's event to the durable change feed
+            (:mod:`tiermem.feed`) in the change's own transaction.
+        event_retention: events older than this are deleted by ``prune_expired``
+            and ``tiermem events prune``; at most 10 years.
+        event_content: include an entry's text in its ``entry:added`` event.
 
     Raises:
         InvalidArgument: for a value out of range and for a keyword that names no
@@ -117,6 +122,9 @@ class MemoryConfig(_KeywordChecked):
     max_summarizer_input_tokens: int = 100_000
     summary_prompt: str | None = None
     tier_policy: TierPolicy = field(default_factory=TierPolicy)
+    change_feed: bool = True
+    event_retention: timedelta = timedelta(days=7)
+    event_content: bool = False
 
     def __post_init__(self) -> None:
         _positive_int("max_tokens", self.max_tokens)
@@ -137,6 +145,17 @@ class MemoryConfig(_KeywordChecked):
             raise InvalidArgument("summary_prompt needs a {conversation} placeholder")
         if not isinstance(self.tier_policy, TierPolicy):
             raise InvalidArgument("tier_policy must be a TierPolicy")
+        for name in ("change_feed", "event_content"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"{name} must be a bool, got {getattr(self, name)!r}")
+        retention = self.event_retention
+        if not isinstance(retention, timedelta) or not (
+            timedelta(0) < retention <= timedelta(seconds=MAX_DURATION_SECONDS)
+        ):
+            raise InvalidArgument(
+                "event_retention must be a positive timedelta of at most 10 years, "
+                f"got {retention!r}"
+            )
 
     def replace(self, **changes: Any) -> MemoryConfig:
         """A copy with ``changes`` applied and validated."""

@@ -17,12 +17,18 @@ COMPRESSION_BOOKKEEPING = frozenset(
     {"claim_token", "claim_expires_at", "failures", "backoff_until"}
 )
 
+#: The change-feed events a failed compression writes by design (with the bookkeeping).
+FAILURE_EVENTS = frozenset({"compression_failed"})
 
-def canonical_dump(engine: Engine, *, ignore: Collection[str] = ()) -> str:
+
+def canonical_dump(
+    engine: Engine, *, ignore: Collection[str] = (), ignore_events: Collection[str] = ()
+) -> str:
     """Every row of every ``tiermem*`` table, sorted, as one string.
 
     Args:
         ignore: column names left out of the dump (in every table).
+        ignore_events: change-feed events of these kinds left out.
     """
     lines: list[str] = []
     with engine.connect() as conn:
@@ -33,10 +39,19 @@ def canonical_dump(engine: Engine, *, ignore: Collection[str] = ()) -> str:
             if table is None:
                 table = sa.Table(name, sa.MetaData(), autoload_with=conn)
             columns = [c for c in table.columns if c.name not in ignore]
-            rows = sorted(repr(tuple(row)) for row in conn.execute(sa.select(*columns)))
+            query = sa.select(*columns)
+            if name == "tiermem_event" and ignore_events:
+                query = query.where(table.c.kind.not_in(list(ignore_events)))
+            rows = sorted(repr(tuple(row)) for row in conn.execute(query))
             lines.append(f"== {name} ({', '.join(c.name for c in columns)}): {len(rows)} rows")
             lines.extend(rows)
     return "\n".join(lines)
+
+
+def dump_but_failure(engine: Engine) -> str:
+    """:func:`canonical_dump` without what a failed compression writes by design (its
+    bookkeeping columns and its ``compression_failed`` event)."""
+    return canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING, ignore_events=FAILURE_EVENTS)
 
 
 def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:

@@ -26,7 +26,7 @@ from tiermem.errors import (
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder, SummarizerMode
 
 from ..conftest import MemoryFactory
-from .helpers import COMPRESSION_BOOKKEEPING, canonical_dump
+from .helpers import canonical_dump, dump_but_failure
 
 MANUAL = MemoryConfig(auto_compress=False, recent_window=2, min_entries_to_compress=2)
 _IDS = itertools.count()
@@ -57,12 +57,12 @@ def assert_unchanged_after(
 ) -> BaseException:
     """Run a failing compress; check the data is untouched, the claim released and
     only compression_failed (for tiermem errors) was signalled."""
-    before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+    before = dump_but_failure(engine)
     failures = session_row(engine)["failures"]
     with SignalRecorder(memory).recording() as recorder:
         with pytest.raises(error) as info:
             memory.compress("s", force=True, **kwargs)
-    assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+    assert dump_but_failure(engine) == before
     row = session_row(engine)
     assert row["claim_token"] is None and row["claim_expires_at"] is None
     assert row["failures"] == failures + 1 and row["backoff_until"] is not None
@@ -97,10 +97,10 @@ async def test_cancelled_error_propagates(engine: Engine, make_memory: MemoryFac
 
     memory = make_memory(config=MANUAL, summarizer=cancelled)
     fill(memory)
-    before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+    before = dump_but_failure(engine)
     with pytest.raises(asyncio.CancelledError):
         await memory.acompress("s", force=True)
-    assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+    assert dump_but_failure(engine) == before
     assert session_row(engine)["claim_token"] is None
 
 
@@ -137,10 +137,10 @@ async def test_invalid_output_async(engine: Engine, make_memory: MemoryFactory) 
     """The async path validates the same way."""
     memory = make_memory(config=MANUAL, summarizer=FakeSummarizer(mode="error_stub"))
     fill(memory)
-    before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+    before = dump_but_failure(engine)
     with pytest.raises(SummarizerOutputInvalid):
         await memory.acompress("s", force=True)
-    assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+    assert dump_but_failure(engine) == before
 
 
 def test_list_blocks_are_normalized_to_text(make_memory: MemoryFactory) -> None:
@@ -209,7 +209,7 @@ async def test_async_timeout(engine: Engine, make_memory: MemoryFactory) -> None
     summarizer = FakeSummarizer(mode="sleep", release=release, delay=30)
     memory = make_memory(config=MANUAL.replace(summarizer_timeout=0.3), summarizer=summarizer)
     fill(memory)
-    before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+    before = dump_but_failure(engine)
     started = time.monotonic()
     try:
         with pytest.raises(SummarizerTimeout):
@@ -218,7 +218,7 @@ async def test_async_timeout(engine: Engine, make_memory: MemoryFactory) -> None
     finally:
         release.set()
     await asyncio.sleep(0.05)
-    assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+    assert dump_but_failure(engine) == before
 
 
 def test_failing_auto_compression_never_fails_add_and_backs_off(
@@ -286,7 +286,7 @@ def test_expired_claim_loses_to_a_second_compress(
 
     loser = make_memory(config=MANUAL, summarizer=slow_then_overtaken)
     fill(loser)
-    before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+    before = dump_but_failure(engine)
     with pytest.raises(CompressionConflict):
         loser.compress("s", force=True)
     assert outcome and outcome[0] is not None
@@ -295,7 +295,7 @@ def test_expired_claim_loses_to_a_second_compress(
     assert "the loser's summary" not in canonical_dump(engine)
     covered = [e for e in loser.get_entries("s") if e.compressed]
     assert {e.summary_id for e in covered} == {summaries[0].id}
-    assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) != before
+    assert dump_but_failure(engine) != before
 
 
 def test_live_claim_blocks_and_expired_claim_is_reclaimed(

@@ -25,7 +25,7 @@ from tiermem.errors import InvalidArgument, SummarizerOutputInvalid
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
 from ..conftest import MemoryFactory
-from .helpers import COMPRESSION_BOOKKEEPING, assert_provider_valid, canonical_dump
+from .helpers import assert_provider_valid, dump_but_failure
 
 _CALL_IDS = itertools.count()
 MANUAL = MemoryConfig(auto_compress=False, recent_window=4, min_entries_to_compress=2)
@@ -294,12 +294,12 @@ def test_a_summary_carried_forward_cannot_grow_past_the_caps(
         for turn in range(5):
             memory.add_user_message("s", f"Round {round_}, question {turn}: what comes next?")
             memory.add_assistant_message("s", f"Round {round_}, answer {turn}: the next step.")
-        before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+        before = dump_but_failure(engine)
         try:
             result = memory.compress("s", force=True)
         except SummarizerOutputInvalid as exc:
             assert "not shorter" in str(exc)
-            assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+            assert dump_but_failure(engine) == before
             outcomes.append("refused")
             continue
         assert result is not None and result.summary.content == answers[-1]
@@ -332,12 +332,12 @@ def test_a_cap_the_prompt_alone_fills_is_refused_and_changes_nothing(
     memory = make_memory(config=MANUAL.replace(max_summarizer_input_tokens=30), summarizer=fake)
     for index in range(8):
         memory.add_user_message("s", f"message {index} with a handful of words")
-    before = canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING)
+    before = dump_but_failure(engine)
     for _ in range(2):
         with pytest.raises(InvalidArgument, match="no room for the conversation"):
             memory.compress("s", force=True)
     assert fake.calls == []
-    assert canonical_dump(engine, ignore=COMPRESSION_BOOKKEEPING) == before
+    assert dump_but_failure(engine) == before
     memory.update_config(max_summarizer_input_tokens=1_000)
     result = memory.compress("s", force=True)
     assert result is not None and result.entries_compressed == 4

@@ -13,7 +13,10 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from tests.conftest import MemoryFactory
 from tiermem import ConversationMemory
+from tiermem._core.dense import encode_all
+from tiermem._storage.vectors import store_vectors
 from tiermem.errors import EmbeddingFailed, InvalidArgument
+from tiermem.testing import ManualClock
 
 #: Words of one concept share a direction: "canine" is near "dog", far from "car".
 CONCEPTS = {
@@ -135,6 +138,45 @@ def test_words_and_meaning_are_fused(make_memory: MemoryFactory) -> None:
     assert {hit.entry.content for hit in hits} >= {"The vehicle inspection is due."}
 
 
+def _rivals(memory: ConversationMemory, clock: ManualClock) -> None:
+    """Three entries holding the query's word "dog" once: an older one all about dogs,
+    a shorter one (a higher BM25) about cars from an hour ago, and a long one about
+    cars (the lowest BM25)."""
+    memory.add_user_message("s", "dog beagle puppy canine")
+    memory.add_user_message("s", "dog car car sedan sedan vehicle vehicle automobile car sedan")
+    for n in range(5):
+        memory.add_user_message("s", f"Filler note number {n} about the weather.")
+    clock.advance(hours=22)
+    memory.add_user_message("s", "dog car sedan")
+    clock.advance(hours=1)
+    _drain(memory)
+
+
+def test_far_more_similar_beats_a_newer_word_match(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """An entry far more similar to the query wins over one created 22 hours later
+    whose BM25 is a little higher: the difference of meaning is not outweighed by
+    the words and recency (rank fusion scored the two alike, first and second of
+    each list, and let the newer one win)."""
+    memory = make_memory(embeddings=ConceptEmbeddings())
+    _rivals(memory, clock)
+    hits = memory.search("dog", session_id="s", limit=2)
+    assert [hit.entry.content for hit in hits] == ["dog beagle puppy canine", "dog car sedan"]
+    assert hits[0].score > hits[1].score
+    plain = make_memory()  # words alone: the shorter, newer one first
+    assert plain.search("dog", session_id="s", limit=1)[0].entry.content == "dog car sedan"
+
+
+def test_dense_weight_zero_ranks_by_words(make_memory: MemoryFactory, clock: ManualClock) -> None:
+    """With dense_weight=0 similarity no longer counts: the higher BM25 wins, as
+    without embeddings."""
+    memory = make_memory(embeddings=ConceptEmbeddings(), dense_weight=0)
+    _rivals(memory, clock)
+    hits = memory.search("dog", session_id="s", limit=2)
+    assert [hit.entry.content for hit in hits] == ["dog car sedan", "dog beagle puppy canine"]
+
+
 def test_appends_do_not_wait_for_the_model(make_memory: MemoryFactory) -> None:
     """A blocked model holds up no append; the entry is found by words meanwhile and
     embedded once the model answers."""
@@ -223,14 +265,46 @@ def test_vectors_go_with_their_entries(make_memory: MemoryFactory) -> None:
 
 
 def test_project_wide_search_reranks_word_matches(make_memory: MemoryFactory) -> None:
-    """Across sessions, the word matches are re-ranked by meaning: with equal weights
-    the two rankings tie (the newest wins); weighted up, meaning decides."""
+    """Across sessions, the word matches are re-ranked by meaning: two entries with
+    the same BM25 are told apart by their similarity."""
     memory = make_memory(embeddings=ConceptEmbeddings(), dense_weight=2.0)
     memory.add_user_message("a", "note: the puppy slept")
     memory.add_user_message("b", "note: the sedan stalled")
     _drain(memory)
     hits = memory.search("note about a dog")
     assert [hit.entry.session_id for hit in hits] == ["a", "b"]
+
+
+def test_two_writers_of_one_vector_do_not_conflict(make_memory: MemoryFactory) -> None:
+    """A vector stored while another transaction stores one for the same entry (the
+    background worker and embed_missing) is skipped, not a unique-key error: the
+    first writer's vector stays."""
+    memory = make_memory()
+    entry = memory.add_user_message("s", "The beagle chewed the sofa.")
+    engine = memory.database.engine
+    with engine.connect() as conn:
+        pk = conn.execute(sa.text(f"SELECT session_pk FROM tiermem_entry WHERE id = {entry.id}"))
+        session_pk = int(pk.scalar_one())
+    first, second = encode_all([[1.0, 0.0]], 1)[0], encode_all([[0.0, 1.0]], 1)[0]
+    errors: list[BaseException] = []
+
+    def late_writer() -> None:
+        try:
+            with engine.begin() as conn:
+                store_vectors(conn, "m", [(entry.id, session_pk, second)])
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    with engine.begin() as conn:
+        store_vectors(conn, "m", [(entry.id, session_pk, first)])
+        writer = threading.Thread(target=late_writer)
+        writer.start()
+        writer.join(0.5)  # it waits for this transaction's lock on the entry's vector
+    writer.join(30)
+    assert errors == []
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT vector FROM tiermem_entry_vector")).scalars().all()
+    assert len(stored) == 1
 
 
 def test_sync_and_async_agree(make_memory: MemoryFactory) -> None:

@@ -109,6 +109,32 @@ def test_pruned_ranking_equals_scoring_everything(seed: int) -> None:
     assert rank(candidates, NOW, DEFAULT_POLICY, limit) == expected
 
 
+def test_a_smaller_recency_bonus_scales_it_and_prunes_alike() -> None:
+    """``recency=`` replaces the largest recency bonus (hybrid search's 0.1): a fresh
+    candidate 0.2 less relevant wins with 0.5 and loses with 0.1, and pruning still
+    returns what scoring everything returns."""
+    fresh, older = _candidate(1, 0.8, created=NOW), _candidate(2, 1.0)
+    assert [c.id for c, _ in rank([fresh, older], NOW, DEFAULT_POLICY, 1)] == [1]
+    scores = {c.id: s for c, s in rank([fresh, older], NOW, DEFAULT_POLICY, 2, recency=0.1)}
+    boost = tier_boost(calculate_tier(OLD, NOW))
+    assert scores == pytest.approx({1: 0.9 + boost, 2: 1.0 + boost})
+    rng = random.Random(7)
+    for _ in range(20):
+        candidates = [
+            _candidate(
+                n,
+                rng.uniform(0.1, 1.0),
+                created=NOW - timedelta(hours=rng.uniform(0, 48)),
+                accessed=NOW - timedelta(days=rng.uniform(0, 40)),
+            )
+            for n in range(1, rng.randrange(2, 300))
+        ]
+        limit = rng.randrange(1, 12)
+        full = rank(candidates, NOW, DEFAULT_POLICY, len(candidates), recency=0.1)
+        expected = sorted(full, key=lambda pair: (-pair[1], -pair[0].id))[:limit]
+        assert rank(candidates, NOW, DEFAULT_POLICY, limit, recency=0.1) == expected
+
+
 def _bonus(candidate: Candidate) -> float:
     accessed = candidate.accessed
     last = None if accessed is None else datetime.fromtimestamp(accessed, UTC)

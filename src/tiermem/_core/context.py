@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import signals
 from .._compression.background import BackgroundQueue
 from ..errors import InvalidArgument, SummarizerOutputInvalid
-from ..tiers import MemoryTier
 from .runner import Emit, Op, Summarize, transact
 
 if TYPE_CHECKING:
@@ -104,7 +103,8 @@ class MemoryContext:
 
     def emit(self, pending: list[signals.Pending]) -> Op[None]:
         """Send ``pending`` signals from this memory (after the commit that made them)."""
-        yield Emit(self.owner, pending)
+        if pending:
+            yield Emit(self.owner, pending)
 
     def summarize(self, prompt: str) -> Op[str]:
         """Ask the summarizer (an operation only asks when one is set)."""
@@ -112,14 +112,3 @@ class MemoryContext:
             raise SummarizerOutputInvalid("no summarizer configured")
         text: str = yield Summarize(self.summarizer, prompt, self.config.summarizer_timeout)
         return text
-
-    def woken(self, session_id: str, previous_tier: str | None) -> Op[None]:
-        """Signal ``tier_changed`` when an access woke a session that was not ACTIVE
-        (``previous_tier`` as the access returned it)."""
-        if previous_tier is not None and previous_tier != MemoryTier.ACTIVE.value:
-            payload = {
-                "session_ids": (session_id,),
-                "tier": MemoryTier.ACTIVE.value,
-                "project": self.project,
-            }
-            yield from self.emit([("tier_changed", payload)])

@@ -6,9 +6,10 @@ searched session), with numpy; nothing here needs a vector extension in the
 database. numpy comes with the ``embeddings`` extra and is imported only when a
 memory has embeddings.
 
-Fusion is reciprocal rank fusion: a candidate at rank ``r`` (1-based) of a list
-weighted ``w`` gets ``w / (RRF_K + r)``, summed over the lexical and the dense
-lists; RRF needs no calibration between BM25 and cosine scales.
+Fusion is a weighted mean of scaled scores (:func:`blend`): each list's scores
+(BM25, cosine) are scaled to 0-1 between its worst and its best candidate, so
+neither scale dominates the other, and how far apart two candidates score, not
+only their order, carries into the fused score.
 """
 
 from __future__ import annotations
@@ -22,18 +23,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
-    "RRF_K",
     "PartitionVectors",
     "VectorCache",
+    "blend",
     "decode",
     "encode_all",
-    "fuse",
     "nearest",
+    "scaled",
     "top",
 ]
-
-#: The rank offset of reciprocal rank fusion (the usual 60).
-RRF_K = 60
 
 Matrix = NDArray[np.float32]
 
@@ -93,13 +91,29 @@ def nearest(vectors: Mapping[int, bytes], query: bytes, n: int) -> list[tuple[in
     return top(ids, decode(list(vectors.values())), query, n)
 
 
-def fuse(rankings: Sequence[tuple[float, Sequence[int]]]) -> dict[int, float]:
-    """Reciprocal rank fusion of ranked id lists, each with its weight."""
-    scores: dict[int, float] = {}
-    for weight, ranked in rankings:
-        for position, item in enumerate(ranked, start=1):
-            scores[item] = scores.get(item, 0.0) + weight / (RRF_K + position)
-    return scores
+def scaled(scores: Mapping[int, float]) -> dict[int, float]:
+    """``scores`` (id -> score) min-max scaled: the best 1, the worst 0; when all
+    are equal, all 1 (the list holds no information on their order)."""
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    if high <= low:
+        return dict.fromkeys(scores, 1.0)
+    span = high - low
+    return {item: (score - low) / span for item, score in scores.items()}
+
+
+def blend(
+    lexical: Mapping[int, float], similar: Mapping[int, float], weight: float
+) -> dict[int, float]:
+    """The fused relevance of every candidate of either list: ``(L + weight * D) /
+    (1 + weight)``, where ``L`` and ``D`` are its :func:`scaled` BM25 and cosine
+    (0 when it is not in that list), so it lies in 0-1."""
+    words, meaning = scaled(lexical), scaled(similar)
+    return {
+        item: (words.get(item, 0.0) + weight * meaning.get(item, 0.0)) / (1.0 + weight)
+        for item in words.keys() | meaning.keys()
+    }
 
 
 class PartitionVectors:

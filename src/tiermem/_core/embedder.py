@@ -42,7 +42,8 @@ class Embedder:
 
     Args:
         embeddings: any LangChain ``Embeddings``.
-        weight: the dense list's weight in the fusion (the lexical list's is 1).
+        weight: the scaled similarity's weight in the fusion (scaled BM25's is 1;
+            see :mod:`tiermem._storage.hybrid`).
 
     Raises:
         InvalidArgument: for something that is not an ``Embeddings``, a negative

@@ -53,6 +53,7 @@ def compact(
             lambda conn, pk: layer_store.drop_older(conn, pk, layer.value, keep),
             0,
             write=True,
+            change=lambda count: _compacted(layer, count) if count else None,
         )
         return LayerCompaction(layer, removed=removed, kept=(yield from _size(scope, layer)))
     return (yield from _compact_episodic(scope, keep))
@@ -93,7 +94,12 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
             tier=tier,
             now=now,
         )
-        row = yield from write(scope, replace)
+        folded = len(batch)
+
+        def compacted(row: RowMapping, folded: int = folded) -> tuple[str, dict[str, Any]]:
+            return _compacted(layer, folded, row["id"])
+
+        row = yield from write(scope, replace, compacted)
         summary = to_item(scope.name, row)
         removed += len(batch) - 1
         if older - len(batch) + 1 < 2:
@@ -178,3 +184,11 @@ def _summarize(scope: LayerScope, layer: LayerType, items: Sequence[LayerItem]) 
         "last_created_at": items[-1].created_at.isoformat(),
     }
     return prepare(scope, layer, None, text, meta)
+
+
+def _compacted(
+    layer: LayerType, removed: int, summary_id: int | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The change-feed event of a compaction: items folded into ``summary_id`` (or
+    dropped)."""
+    return "layer:compacted", {"layer": layer.value, "removed": removed, "summary_id": summary_id}

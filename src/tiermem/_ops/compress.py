@@ -43,7 +43,9 @@ from ..errors import (
     SummarizerOutputInvalid,
     TiermemError,
 )
+from ..signals import Pending
 from ..types import CompressionResult, MemoryEntry, MemorySummary
+from . import feed
 
 __all__ = ["Planned", "auto_compress", "compress", "compression_due", "plan_compression"]
 
@@ -314,27 +316,24 @@ def _compress_once(
         original,
         lambda quote: heuristic_summary(taken, quote=quote),
     )
-    summary, counters = yield from _commit(
+    write = _then_read(
         ctx,
-        session_id,
-        token,
-        _then_read(
-            ctx,
-            window_sink,
-            lambda conn: summaries.commit_summary(
-                conn,
-                store.get_session(conn, ctx.project, session_id),
-                token,
-                taken,
-                text,
-                tokens,
-                ctx.now(),
-            ),
+        window_sink,
+        lambda conn: summaries.commit_summary(
+            conn,
+            store.get_session(conn, ctx.project, session_id),
+            token,
+            taken,
+            text,
+            tokens,
+            ctx.now(),
         ),
     )
+    result, counters, pending = yield from _commit(
+        ctx, session_id, token, write, lambda s, c: _result(session_id, s, len(taken), before, c)
+    )
     _failpoints.hit("compress.after_commit_before_signal")
-    result = _result(session_id, summary, len(taken), before, counters)
-    yield from ctx.emit([("compressed", {"session_id": session_id, "result": result})])
+    yield from ctx.emit(pending)
     return result, counters
 
 
@@ -377,23 +376,25 @@ def _merge_once(
         return None  # the unmerged summaries stay valid; the failure was signalled
     before = counters["active_tokens"] + counters["summary_tokens"]
     try:
-        summary, after = yield from _commit(
+        write = _then_read(
+            ctx,
+            window_sink,
+            lambda conn: summaries.commit_merge(
+                conn,
+                store.get_session(conn, ctx.project, session_id),
+                token,
+                children,
+                text,
+                tokens,
+                ctx.now(),
+            ),
+        )
+        result, after, pending = yield from _commit(
             ctx,
             session_id,
             token,
-            _then_read(
-                ctx,
-                window_sink,
-                lambda conn: summaries.commit_merge(
-                    conn,
-                    store.get_session(conn, ctx.project, session_id),
-                    token,
-                    children,
-                    text,
-                    tokens,
-                    ctx.now(),
-                ),
-            ),
+            write,
+            lambda s, c: _result(session_id, s, 0, before, c, merged=len(children)),
         )
     except TiermemError as exc:
         # As when planning or the model fails: the compression before this merge
@@ -403,8 +404,7 @@ def _merge_once(
             window_sink.clear()  # read in the transaction that was rolled back
         logger.warning("summary merge of %r failed: %s", session_id, exc)
         return None
-    result = _result(session_id, summary, 0, before, after, merged=len(children))
-    yield from ctx.emit([("compressed", {"session_id": session_id, "result": result})])
+    yield from ctx.emit(pending)
     return result, after
 
 
@@ -439,39 +439,58 @@ def _summarize(
         run(_release(ctx, session_id, token))
         raise
     except BaseException as error:
-        yield from _release(ctx, session_id, token)
+        failed: list[Pending] = []
         if isinstance(error, TiermemError):
-            yield from ctx.emit(
-                [("compression_failed", {"session_id": session_id, "error": error})]
-            )
+            failed = [("compression_failed", {"session_id": session_id, "error": error})]
+        yield from _release(ctx, session_id, token, failed)
+        yield from ctx.emit(failed)
         raise
     return text, tokens
 
 
-def _release(ctx: MemoryContext, session_id: str, token: str) -> Op[None]:
-    """Drop our claim after a failure (and back off); never raises, so the error
-    that made us release is the one the caller sees."""
+def _release(
+    ctx: MemoryContext, session_id: str, token: str, failed: list[Pending] | None = None
+) -> Op[None]:
+    """Drop our claim after a failure (and back off), recording the ``failed``
+    signal's event in the same transaction; never raises, so the error that made
+    us release is the one the caller sees."""
     backoff = (ctx.config.backoff_base, ctx.config.backoff_max)
+
+    def release(conn: Connection) -> None:
+        summaries.release_failed_claim(
+            conn, store.get_session(conn, ctx.project, session_id), token, now, backoff
+        )
+        feed.record(ctx, conn, failed or [])
+
     try:
         now = ctx.now()
-        yield from ctx.transact(
-            lambda conn: summaries.release_failed_claim(
-                conn, store.get_session(conn, ctx.project, session_id), token, now, backoff
-            )
-        )
+        yield from ctx.transact(release)
     except TiermemError as exc:  # the lease expires on its own
         logger.warning("could not release compression claim of %r: %s", session_id, exc)
     except Exception:
         logger.exception("could not release compression claim of %r", session_id)
 
 
+Written = tuple[MemorySummary, dict[str, Any]]
+
+
 def _commit(
-    ctx: MemoryContext, session_id: str, token: str, work: Callable[[Connection], T]
-) -> Op[T]:
-    def guarded(conn: Connection) -> T:
-        result = work(conn)
+    ctx: MemoryContext,
+    session_id: str,
+    token: str,
+    work: Callable[[Connection], Written],
+    describe: Callable[[MemorySummary, dict[str, Any]], CompressionResult],
+) -> Op[tuple[CompressionResult, dict[str, Any], list[Pending]]]:
+    """Run ``work`` (store the summary) with its ``compressed`` event in one
+    transaction; the result, the session's counters and the signal to send."""
+
+    def guarded(conn: Connection) -> tuple[CompressionResult, dict[str, Any], list[Pending]]:
+        summary, counters = work(conn)
+        result = describe(summary, counters)
+        pending: list[Pending] = [("compressed", {"session_id": session_id, "result": result})]
+        feed.record(ctx, conn, pending)
         _failpoints.hit("compress.before_commit")
-        return result
+        return result, counters, pending
 
     try:
         return (yield from ctx.transact(guarded))

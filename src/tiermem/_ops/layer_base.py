@@ -21,6 +21,7 @@ from .._storage import items as layer_store
 from .._storage.items import NewItem
 from ..errors import EntryTooLarge, InvalidArgument, InvalidContent, InvalidSessionId
 from ..layer_models import KnowledgeEntry, LayerItem, LayerType, Rule
+from . import feed
 from .working import WorkingMemory
 
 if TYPE_CHECKING:
@@ -201,14 +202,34 @@ class LayerScope:
     pk: int | None = None
 
 
-def write(scope: LayerScope, work: Callable[[Connection, int], T]) -> Op[T]:
-    """Run ``work(conn, scope_pk)`` in one write transaction, making the scope row."""
+#: Describes a layer change for the change feed: its kind and payload, or ``None``
+#: when nothing changed.
+Change = Callable[[T], tuple[str, dict[str, Any]] | None]
+
+
+def _record(scope: LayerScope, conn: Connection, result: T, change: Change[T] | None) -> None:
+    """Write the change-feed event of a layer change in its transaction (layer changes
+    have events but no signals)."""
+    described = None if change is None else change(result)
+    if described is not None:
+        kind, payload = described
+        pending = [(kind, {"session_id": None, "payload": {"scope": scope.name, **payload}})]
+        feed.record(scope.context, conn, pending)
+
+
+def write(
+    scope: LayerScope, work: Callable[[Connection, int], T], change: Change[T] | None = None
+) -> Op[T]:
+    """Run ``work(conn, scope_pk)`` in one write transaction, making the scope row
+    (and recording the event ``change`` describes)."""
     context = scope.context
     now, project, name = context.now(), context.project, scope.name
 
     def run(conn: Connection) -> tuple[T, int]:
         pk = scope.pk or layer_store.ensure_scope_pk(conn, project, name, now)
-        return work(conn, pk), pk
+        result = work(conn, pk)
+        _record(scope, conn, result, change)
+        return result, pk
 
     result, pk = yield from context.transact(run)
     scope.pk = pk  # cached only once committed
@@ -216,15 +237,25 @@ def write(scope: LayerScope, work: Callable[[Connection, int], T]) -> Op[T]:
 
 
 def read(
-    scope: LayerScope, work: Callable[[Connection, int], T], empty: T, *, write: bool = False
+    scope: LayerScope,
+    work: Callable[[Connection, int], T],
+    empty: T,
+    *,
+    write: bool = False,
+    change: Change[T] | None = None,
 ) -> Op[T]:
     """Run ``work(conn, scope_pk)`` in one transaction; ``empty`` without a scope row
-    (nothing was ever stored in the scope, so there is nothing to read or change)."""
+    (nothing was ever stored in the scope, so there is nothing to read or change).
+    ``change`` describes a write's event."""
     project, name = scope.context.project, scope.name
 
     def run(conn: Connection) -> tuple[T, int | None]:
         pk = scope.pk or layer_store.get_scope_pk(conn, project, name)
-        return (empty, pk) if pk is None else (work(conn, pk), pk)
+        if pk is None:
+            return empty, pk
+        result = work(conn, pk)
+        _record(scope, conn, result, change)
+        return result, pk
 
     result, pk = yield from scope.context.transact(run, write=write)
     if pk is not None:

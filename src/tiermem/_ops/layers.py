@@ -75,12 +75,18 @@ def append(
     if layer is LayerType.WORKING:
         return scope.working.add(item.content, meta, item.token_count, now)
     policy = context.config.tier_policy
+
+    def appended(row: RowMapping) -> tuple[str, dict[str, Any]]:
+        return "layer:appended", {"layer": layer.value, "item_id": row["id"], "key": key}
+
     if layer is LayerType.SEMANTIC:
         row = yield from write(
-            scope, lambda conn, pk: layer_store.upsert_fact(conn, pk, item, now, policy)
+            scope, lambda conn, pk: layer_store.upsert_fact(conn, pk, item, now, policy), appended
         )
     else:
-        row = yield from write(scope, lambda conn, pk: layer_store.insert_item(conn, pk, item, now))
+        row = yield from write(
+            scope, lambda conn, pk: layer_store.insert_item(conn, pk, item, now), appended
+        )
     return to_item(scope.name, row)
 
 
@@ -200,7 +206,15 @@ def clear(scope: LayerScope, type: LayerType | str | None) -> Op[int]:
         removed += scope.working.clear()
     if layer is not LayerType.WORKING:
         value = None if layer is None else layer.value
+
+        def cleared(count: int) -> tuple[str, dict[str, Any]] | None:
+            return ("layer:cleared", {"layer": value, "removed": count}) if count else None
+
         removed += yield from read(
-            scope, lambda conn, pk: layer_store.clear_items(conn, pk, value), 0, write=True
+            scope,
+            lambda conn, pk: layer_store.clear_items(conn, pk, value),
+            0,
+            write=True,
+            change=cleared,
         )
     return removed

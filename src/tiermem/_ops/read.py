@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
 
+from .. import signals
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.render import context_text as render_text
@@ -27,6 +28,7 @@ from .._storage.database import Connection
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
+from . import feed
 from .embed import query_vector
 
 #: The most entries a search hit brings on each side.
@@ -71,16 +73,14 @@ def read_session(
     validate_session_id(session_id)
     now = ctx.now()
 
-    def work(conn: Connection) -> tuple[T, str | None]:
+    def work(conn: Connection) -> tuple[T, list[signals.Pending]]:
         session = store.touch_session(conn, ctx.project, session_id, now)
         if session is None:
-            return empty, None
+            return empty, []
         woken = store.activate(conn, session)
-        return reader(conn, session), woken
+        return reader(conn, session), feed.woken(ctx, session_id, woken)
 
-    result, woken = yield from ctx.transact(work)
-    yield from ctx.woken(session_id, woken)
-    return result
+    return (yield from feed.transact_recorded(ctx, work))
 
 
 def _window(conn: Connection, session: store.SessionRow) -> Window:

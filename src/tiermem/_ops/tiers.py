@@ -53,6 +53,7 @@ from .._storage.tiers import (
 from ..errors import InvalidArgument
 from ..tiers import MemoryTier
 from ..types import LoadedSession, SessionInfo, TierStats
+from . import feed
 
 __all__ = [
     "DEFAULT_LOAD_LIMIT",
@@ -100,17 +101,14 @@ def track(ctx: MemoryContext, session_id: str) -> Op[SessionInfo]:
     validate_session_id(session_id)
     now = ctx.now()
 
-    def work(conn: Connection) -> tuple[str | None, SessionInfo]:
+    def work(conn: Connection) -> tuple[SessionInfo, list[signals.Pending]]:
         session = dict(store.get_session(conn, ctx.project, session_id))
         woken = store.touch(conn, session, now)
         _failpoints.hit("touch.after_update")
-        return woken, store.session_info(
-            store.get_session(conn, ctx.project, session_id, lock=False)
-        )
+        info = store.session_info(store.get_session(conn, ctx.project, session_id, lock=False))
+        return info, feed.woken(ctx, session_id, woken)
 
-    woken, info = yield from ctx.transact(work)
-    yield from ctx.woken(session_id, woken)
-    return info
+    return (yield from feed.transact_recorded(ctx, work))
 
 
 def load_context(ctx: MemoryContext, limit: int) -> Op[list[LoadedSession]]:
@@ -129,19 +127,21 @@ def load_context(ctx: MemoryContext, limit: int) -> Op[list[LoadedSession]]:
         return []
     moment = ctx.moment()
     cut = cutoffs(moment, ctx.config.tier_policy)
-    loaded, woken = yield from ctx.transact(
-        lambda conn: load_sessions(
+
+    def work(conn: Connection) -> tuple[list[LoadedSession], list[signals.Pending]]:
+        loaded, woken = load_sessions(
             conn,
             project=ctx.project,
             cut=cut,
             limit=min(limit, MAX_SQL_INT),
             server_time=ctx.database.server_time,
         )
-    )
-    if woken:
+        if not woken:
+            return loaded, []
         payload = {"session_ids": woken, "tier": MemoryTier.ACTIVE.value, "project": ctx.project}
-        yield from ctx.emit([("tier_changed", payload)])
-    return loaded
+        return loaded, [("tier_changed", payload)]
+
+    return (yield from feed.transact_recorded(ctx, work))
 
 
 def recalculate(
@@ -166,17 +166,19 @@ def recalculate(
     sessions, items, documents = yield from ctx.transact(clamp)
     total = sum(last - first + 1 for first, last in filter(None, (sessions, items, documents)))
     changed = done = 0
+    # Session ids are read back only when the feed or a receiver needs them.
+    returning = ctx.config.change_feed or signals.tier_changed.has_receivers_for(ctx.owner)
     for low, high in _ranges(sessions, batch_size):
-        # Session ids are read back only when someone listens for them.
-        returning = signals.tier_changed.has_receivers_for(ctx.owner)
-        count, rows = yield from ctx.transact(
-            partial(
-                recalculate_batch, project=project, low=low, high=high, cut=cut, returning=returning
+
+        def batch(
+            conn: Connection, low: int = low, high: int = high
+        ) -> tuple[int, list[signals.Pending]]:
+            count, rows = recalculate_batch(
+                conn, project=project, low=low, high=high, cut=cut, returning=returning
             )
-        )
-        changed += count
-        if rows:
-            yield from ctx.emit(_tier_signals(rows, project))
+            return count, _tier_signals(rows, project) if rows else []
+
+        changed += yield from feed.transact_recorded(ctx, batch)
         done += high - low + 1
         if progress is not None:
             progress(done, total)
@@ -242,7 +244,8 @@ def prune(
     batch_size: int,
     progress: Progress | None,
 ) -> Op[int]:
-    """Delete the project's expired sessions, then its expired layer items."""
+    """Delete the project's expired sessions, then its expired layer items and
+    documents, then the change-feed events past their retention."""
     check_optional_int("limit", limit)
     if not isinstance(dry_run, bool):
         raise InvalidArgument(f"dry_run must be a bool, got {dry_run!r}")
@@ -271,25 +274,32 @@ def prune(
     per_batch = min(batch_size, MAX_SQL_INT)
     while limit is None or removed < limit:
         want = per_batch if limit is None else min(per_batch, limit - removed)
-        batch = yield from ctx.transact(
-            partial(prune_batch, project=project, cutoff=cutoff, want=want)
-        )
+
+        def sessions(
+            conn: Connection, want: int = want
+        ) -> tuple[tuple[str, ...] | None, list[signals.Pending]]:
+            batch = prune_batch(conn, project=project, cutoff=cutoff, want=want)
+            return batch, [("pruned", _pruned(project, sessions=batch))] if batch else []
+
+        batch = yield from feed.transact_recorded(ctx, sessions)
         if batch is None:
             break
         removed += len(batch)
-        if batch:
-            yield from ctx.emit([("pruned", _pruned(project, sessions=batch))])
         if progress is not None:
             progress(removed, max(planned, removed))
     while limit is None or removed < limit:
         want = per_batch if limit is None else min(per_batch, limit - removed)
-        items = yield from ctx.transact(
-            partial(layer_store.prune_item_batch, project=project, cutoff=cutoff, want=want)
-        )
+
+        def layer_items(
+            conn: Connection, want: int = want
+        ) -> tuple[tuple[int, ...], list[signals.Pending]]:
+            items = layer_store.prune_item_batch(conn, project=project, cutoff=cutoff, want=want)
+            return items, [("pruned", _pruned(project, items=items))] if items else []
+
+        items = yield from feed.transact_recorded(ctx, layer_items)
         if not items:
             break
         removed += len(items)
-        yield from ctx.emit([("pruned", _pruned(project, items=items))])
         if progress is not None:
             progress(removed, max(planned, removed))
     while limit is None or removed < limit:
@@ -302,6 +312,10 @@ def prune(
         removed += len(gone)
         if progress is not None:
             progress(removed, max(planned, removed))
+    if limit is None:
+        # Retention of the change feed, after a whole prune only: a limited prune is a
+        # bounded step of work, and counts sessions and items, not events.
+        yield from feed.prune_events(ctx, None)
     return removed
 
 

@@ -38,7 +38,9 @@ from ..errors import (
     SessionNotFound,
     TiermemError,
 )
+from ..signals import Pending
 from ..types import EntryType, MemoryEntry
+from . import feed
 from .compress import Planned, auto_compress, compression_due, plan_compression
 from .embed import queue_entries
 from .read import MessageWindow, message_window, render_window
@@ -176,7 +178,9 @@ def _store(
 
     def work(
         conn: Connection,
-    ) -> tuple[list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, str | None]:
+    ) -> tuple[
+        list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, list[Pending]
+    ]:
         todo = list(prepared)
         if skip_existing and todo:
             pk = create(conn)["pk"]
@@ -186,8 +190,9 @@ def _store(
             todo = [e for e in todo if not e.message.id or e.message.id not in seen]
         if not todo:
             session = dict(create(conn))
-            woken = store.touch(conn, session, now)
-            return [], session, window(conn, session), None, woken
+            pending = feed.woken(ctx, session_id, store.touch(conn, session, now))
+            feed.record(ctx, conn, pending)
+            return [], session, window(conn, session), None, pending
         # One UPDATE ... RETURNING allocates the seqs; the session is created
         # only on its first append.
         reserved = store.reserve(conn, ctx.project, session_id, todo, now)
@@ -206,16 +211,16 @@ def _store(
             # take the claim) here rather than in a transaction of its own.
             planned = plan_compression(ctx, conn, counters, now)
         read = window(conn, counters)
+        pending = feed.woken(ctx, session_id, woken)
+        pending += [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
+        feed.record(ctx, conn, pending)
         _failpoints.hit("append.before_commit")
-        return entries, counters, read, planned, woken
+        return entries, counters, read, planned, pending
 
-    entries, counters, read, planned, woken = yield from ctx.transact(work)
+    entries, counters, read, planned, pending = yield from ctx.transact(work)
     _failpoints.hit("append.after_commit")
-    yield from ctx.woken(session_id, woken)
+    yield from ctx.emit(pending)
     if entries:
-        yield from ctx.emit(
-            [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
-        )
         queue_entries(ctx, [entry.id for entry in entries])
     sink: list[MessageWindow] | None = [] if with_window and read is None else None
     yield from auto_compress(ctx, session_id, counters, sink, planned)
@@ -361,20 +366,18 @@ def clear(ctx: MemoryContext, session_id: str) -> Op[int]:
     """Delete a session with its entries and summaries; the entries removed."""
     validate_session_id(session_id)
 
-    def work(conn: Connection) -> int:
+    def work(conn: Connection) -> tuple[int, list[Pending]]:
         try:
             session = store.get_session(conn, ctx.project, session_id)
         except SessionNotFound:
-            return -1
+            return 0, []
         store.delete_sessions(conn, [session["pk"]])
-        return int(session["entry_count"])
+        removed = int(session["entry_count"])
+        return removed, [
+            ("session:cleared", {"session_id": session_id, "entries_removed": removed})
+        ]
 
-    removed = yield from ctx.transact(work)
-    if removed >= 0:
-        yield from ctx.emit(
-            [("session:cleared", {"session_id": session_id, "entries_removed": removed})]
-        )
-    return max(removed, 0)
+    return (yield from feed.transact_recorded(ctx, work))
 
 
 def _text(value: object) -> str:

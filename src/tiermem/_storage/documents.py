@@ -392,15 +392,18 @@ def put_documents(
 
 def delete_documents(
     conn: Connection, *, project: str, addresses: Sequence[tuple[str, str]]
-) -> int:
-    """Delete the documents at ``addresses`` (namespace text, key); how many were."""
-    deleted = 0
+) -> list[tuple[str, str]]:
+    """Delete the documents at ``addresses`` (namespace text, key); those that were
+    there."""
+    deleted = []
     for namespace, key in dict.fromkeys(addresses):
-        deleted += conn.execute(
+        result = conn.execute(
             sa.delete(document_table).where(
                 D.project == project, D.namespace == namespace, D.key == key
             )
-        ).rowcount
+        )
+        if result.rowcount:
+            deleted.append((namespace, key))
     return deleted
 
 

@@ -4,17 +4,33 @@ The lexical list is the best :data:`POOL` (at least) entries by BM25
 (:mod:`tiermem._storage.search`). The dense list depends on the scope:
 
 * within a session, every vector of the session is scored exactly (cosine, with
-  numpy) from a per-process cache that reads only the session's new vectors, so
-  an entry that shares no word with the query can still be found;
+  numpy) from a per-process cache that reads only the session's new vectors, and
+  the :data:`POOL` most similar are kept, so an entry that shares no word with
+  the query can still be found;
 * across a project, the lexical candidates are re-ranked: their vectors are
   read by id and scored (reading every vector of a project per query would not
   stay fast).
 
-The two lists are fused by reciprocal rank fusion (the dense list weighted
-``weight``), the fused score normalized by the best, and then the recency
-bonus and tier boost are added as for lexical search (:func:`search.rank`).
-Entries without a vector of the model (not embedded yet) take part through the
-lexical list alone.
+Each candidate of either list then has a relevance (:func:`tiermem._core.dense.blend`)
+
+    relevance = (words + dense_weight * meaning) / (1 + dense_weight)
+
+where ``words`` is its BM25 and ``meaning`` its cosine similarity, each scaled to
+0-1 between the worst (0) and the best (1) candidate of its list, and 0 for a
+candidate that is not in that list (an entry without a vector of the model, not
+embedded yet, takes part through its words alone). ``dense_weight`` (the
+memory's argument, 1 by default) is thus how much a step in similarity counts
+against the same step in BM25: 1 weighs them equally, 0 ranks by words alone
+(the dense list still brings candidates), a large weight ranks by similarity
+and breaks its ties by words. Scaled scores keep how far apart two candidates
+are (rank fusion kept only their order): an entry far more similar to the query
+than the others can win over one that matches the words a little better.
+
+Relevance is then ranked as in lexical search (:func:`search.rank`): divided by
+the best candidate's, plus the tier boost and a recency bonus of at most
+:data:`RECENCY_BONUS` (lexical search's 0.5 would outweigh any difference of
+meaning: the mean of two scaled scores spreads less than BM25 alone, and a
+question about an older turn is common).
 """
 
 from __future__ import annotations
@@ -35,12 +51,15 @@ from . import fts, vectors
 from .schema import entry_table, session_table
 from .search import Candidate, entry_candidates, entry_hits, epoch, rank, session_counts
 
-__all__ = ["POOL", "DenseQuery", "search_entries"]
+__all__ = ["POOL", "RECENCY_BONUS", "DenseQuery", "search_entries"]
 
 E, S = entry_table.c, session_table.c
 
 #: How many candidates each list contributes at least (more for a larger limit).
 POOL = 100
+#: The largest recency bonus of a hybrid search (an entry created just now), falling
+#: to 0 over :data:`search.RECENCY_WINDOW` as in lexical search.
+RECENCY_BONUS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +69,7 @@ class DenseQuery:
     Attributes:
         vector: the query's stored-form vector (:func:`tiermem._core.dense.encode_all`).
         model: the id of the model that embedded it.
-        weight: the dense list's weight in the fusion (the lexical list's is 1).
+        weight: the scaled similarity's weight in the fusion (scaled BM25's is 1).
         cache: the memory's cache of session vectors.
     """
 
@@ -60,23 +79,24 @@ class DenseQuery:
     cache: dense.VectorCache
 
 
-def _dense_ids(
+def _similar(
     conn: Connection,
     query: DenseQuery,
     session_pk: int | None,
     lexical: Sequence[int],
     pool: int,
-) -> list[int]:
+) -> dict[int, float]:
+    """The dense list: entry id -> cosine similarity (see the module docstring)."""
     if session_pk is None:
         found = vectors.entry_vectors(conn, lexical, query.model)
-        return [entry_id for entry_id, _ in dense.nearest(found, query.vector, pool)]
+        return dict(dense.nearest(found, query.vector, len(found)))
     version = vectors.session_version(conn, session_pk, query.model)
     part = query.cache.get(
         (session_pk, query.model),
         version,
         lambda after: vectors.session_vectors(conn, session_pk, query.model, after),
     )
-    return [entry_id for entry_id, _ in dense.top(part.ids, part.matrix, query.vector, pool)]
+    return dict(dense.top(part.ids, part.matrix, query.vector, pool))
 
 
 def _times(conn: Connection, ids: Sequence[int]) -> dict[int, tuple[float, float | None]]:
@@ -111,9 +131,9 @@ def search_entries(
     if words:
         found = entry_candidates(conn, project, words, counts, session_pk, pool)
         lexical = sorted(found, key=lambda c: (-c.relevance, -c.id))[:pool]
-    lexical_ids = [candidate.id for candidate in lexical]
-    dense_ids = _dense_ids(conn, dense_query, session_pk, lexical_ids, pool)
-    fused = dense.fuse([(1.0, lexical_ids), (dense_query.weight, dense_ids)])
+    similar = _similar(conn, dense_query, session_pk, [c.id for c in lexical], pool)
+    words_of = {candidate.id: candidate.relevance for candidate in lexical}
+    fused = dense.blend(words_of, similar, dense_query.weight)
     if not fused:
         return []
     known = {candidate.id for candidate in lexical}
@@ -126,4 +146,5 @@ def search_entries(
         for entry_id, score in fused.items()
         if entry_id in times
     ]
-    return entry_hits(conn, rank(candidates, as_utc(now), policy, limit))
+    ranked = rank(candidates, as_utc(now), policy, limit, recency=RECENCY_BONUS)
+    return entry_hits(conn, ranked)

@@ -70,7 +70,8 @@ RECENCY_BONUS = 0.5
 RECENCY_WINDOW = timedelta(hours=24)
 #: BM25's term frequency saturation and length normalization (FTS5's values).
 BM25_K1, BM25_B = 1.2, 0.75
-_MAX_BONUS = RECENCY_BONUS + max(tier_boost(tier) for tier in MemoryTier)
+_MAX_BOOST = max(tier_boost(tier) for tier in MemoryTier)
+_MAX_BONUS = RECENCY_BONUS + _MAX_BOOST
 
 
 def recency_bonus(created_at: datetime, now: datetime) -> float:
@@ -171,25 +172,32 @@ def _tier_boosts(now: float, policy: TierPolicy) -> Callable[[float | None], flo
 
 
 def rank(
-    candidates: Sequence[Candidate], now: datetime, policy: TierPolicy, limit: int
+    candidates: Sequence[Candidate],
+    now: datetime,
+    policy: TierPolicy,
+    limit: int,
+    *,
+    recency: float = RECENCY_BONUS,
 ) -> list[tuple[Candidate, float]]:
-    """The best ``limit`` candidates with their scores (see the module docstring)."""
+    """The best ``limit`` candidates with their scores (see the module docstring);
+    ``recency`` is the largest recency bonus (hybrid search's is smaller)."""
     if not candidates:
         return []
     ordered = sorted(candidates, key=lambda candidate: candidate.relevance, reverse=True)
     best = ordered[0].relevance or 1.0
     moment, window = epoch(now), RECENCY_WINDOW.total_seconds()
     boost = _tier_boosts(moment, policy)
+    most = recency + _MAX_BOOST
     scored: list[tuple[float, int, Candidate]] = []
     for candidate in ordered:
         relevance = candidate.relevance / best
         # Bonuses are bounded: once relevance + the largest bonus cannot reach the
         # current limit-th score, no less relevant candidate can either.
-        if len(scored) >= limit and relevance + _MAX_BONUS < scored[0][0]:
+        if len(scored) >= limit and relevance + most < scored[0][0]:
             break
         age = (moment - candidate.created) / window
-        recency = RECENCY_BONUS * min(max(1.0 - age, 0.0), 1.0)
-        entry = (relevance + recency + boost(candidate.accessed), candidate.id, candidate)
+        bonus = recency * min(max(1.0 - age, 0.0), 1.0)
+        entry = (relevance + bonus + boost(candidate.accessed), candidate.id, candidate)
         if len(scored) < limit:
             heapq.heappush(scored, entry)
         elif entry > scored[0]:

@@ -46,17 +46,22 @@ def to_embed(
     return [(int(row[0]), int(row[1]), str(row[2])) for row in conn.execute(query)]
 
 
+# ON CONFLICT: on PostgreSQL another transaction (the background worker while
+# embed_missing runs) can store a vector for the same entry between this one's
+# DELETE and INSERT; its vector, of the same text, is kept rather than failing.
 _INSERT = sa.text(
     "INSERT INTO tiermem_entry_vector (entry_id, session_pk, model, vector) "
     "SELECT :entry_id, :session_pk, :model, :vector "
-    "WHERE EXISTS (SELECT 1 FROM tiermem_entry WHERE id = :entry_id)"
+    "WHERE EXISTS (SELECT 1 FROM tiermem_entry WHERE id = :entry_id) "
+    "ON CONFLICT (entry_id) DO NOTHING"
 ).bindparams(sa.bindparam("vector", type_=sa.LargeBinary))
 
 
 def store_vectors(conn: Connection, model: str, rows: Sequence[tuple[int, int, bytes]]) -> int:
     """Store (entry id, session pk, vector) rows of ``model``, replacing any vector
-    those entries had; entries deleted meanwhile are skipped. Returns how many
-    were stored."""
+    those entries had; entries deleted meanwhile, and entries another transaction
+    stored a vector for meanwhile, are skipped. Returns how many of them have a
+    vector now."""
     if not rows:
         return 0
     conn.execute(sa.delete(entry_vector_table).where(V.entry_id.in_([row[0] for row in rows])))

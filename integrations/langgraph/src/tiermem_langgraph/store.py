@@ -386,8 +386,15 @@ class TieredStore(BaseStore):
                     results.append(None)
             for refresh, documents in touched.items():
                 docs.touch_documents(conn, documents, now=now, refresh=refresh)
-            docs.delete_documents(conn, project=project, addresses=deletes)
+            deleted = docs.delete_documents(conn, project=project, addresses=deletes)
             docs.put_documents(conn, project=project, documents=new_docs, now=now)
+            for kind, addresses in (
+                ("document:deleted", deleted),
+                ("document:put", [(doc.namespace, doc.key) for doc in new_docs]),
+            ):
+                for namespace, key in addresses:
+                    payload = {"namespace": list(_namespace_tuple(namespace)), "key": key}
+                    self.memory.feed.record(conn, kind, payload)
             return results
 
         write = bool(puts) or reading

@@ -1,0 +1,37 @@
+"""The store's writes are in tiermem's change feed, committed with them."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.store.base import PutOp
+from tiermem.errors import TiermemError
+
+from tiermem_langgraph import TieredStore
+
+
+def _document_events(store: TieredStore) -> list[tuple[str, dict[str, object]]]:
+    events = store.memory.feed.follow(poll_interval=0.02, idle_timeout=0.5)
+    return [(event.kind, event.payload) for event in events if event.kind.startswith("document:")]
+
+
+def test_puts_and_deletes_have_events(url: str) -> None:
+    """A put and a delete each leave an event naming the namespace and key; deleting a
+    key that is not there leaves none."""
+    with TieredStore.from_url(url) as store:
+        store.put(("users", "ada"), "prefs", {"seat": "aisle"})
+        store.delete(("users", "ada"), "prefs")
+        store.delete(("users", "ada"), "never-stored")
+        assert _document_events(store) == [
+            ("document:put", {"namespace": ["users", "ada"], "key": "prefs"}),
+            ("document:deleted", {"namespace": ["users", "ada"], "key": "prefs"}),
+        ]
+
+
+def test_a_failed_batch_leaves_no_event(url: str) -> None:
+    """A batch that fails writes neither its documents nor their events."""
+    with TieredStore.from_url(url) as store:
+        bad = PutOp(("users", "ada"), "prefs", {"not json": object()})
+        with pytest.raises(TiermemError):
+            store.batch([PutOp(("users", "bob"), "prefs", {"seat": "window"}), bad])
+        assert store.get(("users", "bob"), "prefs") is None
+        assert _document_events(store) == []

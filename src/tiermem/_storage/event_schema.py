@@ -1,0 +1,113 @@
+"""The tables of the change feed (:mod:`tiermem.feed`).
+
+* ``tiermem_event``: one row per change, written in the transaction of the
+  change itself. ``id`` comes from a sequence and is never reused; ``xid`` is
+  the writing transaction's id on PostgreSQL (``0`` on SQLite). Readers deliver
+  events in ``(xid, id)`` order and, on PostgreSQL, only those of transactions
+  older than every transaction still running, so an event that commits later
+  can never sort before one already delivered (a sequence hands out ids in
+  call order, not commit order). ``payload`` is the event's JSON.
+* ``tiermem_consumer``: the acknowledged position of each named consumer.
+
+On PostgreSQL a statement trigger sends ``NOTIFY tiermem_event`` when events are
+inserted, so followers wake at the commit instead of polling.
+
+Importing this module registers the tables with
+:func:`tiermem._storage.schema.create_tables` and the trigger as an
+``after_create`` hook.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlmodel import Field, SQLModel
+
+from . import schema as tables
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "ConsumerRow",
+    "EventRow",
+    "consumer_table",
+    "event_table",
+    "install_notify",
+]
+
+#: The channel PostgreSQL notifies when events commit.
+NOTIFY_CHANNEL = "tiermem_event"
+
+# A BIGINT primary key is not SQLite's rowid alias: keep INTEGER there.
+_BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class EventRow(SQLModel, table=True):
+    """One change of the feed."""
+
+    __tablename__ = "tiermem_event"
+    __table_args__ = (
+        # Readers walk a project in delivery order.
+        sa.Index("ix_tiermem_event_position", "project", "xid", "id"),
+        # Retention deletes by age.
+        sa.Index("ix_tiermem_event_created", "project", "created_at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: int | None = Field(default=None, sa_column=sa.Column(_BIG_ID, primary_key=True))
+    xid: int = Field(sa_type=sa.BigInteger)
+    project: str = Field(max_length=255)
+    session_id: str | None = Field(default=None, max_length=255)
+    kind: str = Field(max_length=32)
+    payload: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(sa_type=tables.utc_column())
+
+
+class ConsumerRow(SQLModel, table=True):
+    """Where a named consumer of a project's feed has acknowledged up to."""
+
+    __tablename__ = "tiermem_consumer"
+
+    project: str = Field(max_length=255, primary_key=True)
+    name: str = Field(max_length=255, primary_key=True)
+    xid: int = Field(sa_type=sa.BigInteger)
+    event_id: int = Field(sa_type=sa.BigInteger)
+    updated_at: datetime = Field(sa_type=tables.utc_column())
+
+
+event_table: sa.Table = EventRow.__table__  # type: ignore[attr-defined]
+consumer_table: sa.Table = ConsumerRow.__table__  # type: ignore[attr-defined]
+
+_NOTIFY_FUNCTION = f"""\
+CREATE OR REPLACE FUNCTION tiermem_event_notify() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('{NOTIFY_CHANNEL}', '');
+    RETURN NULL;
+END $$"""
+
+_NOTIFY_TRIGGER = """\
+CREATE TRIGGER tiermem_event_notify AFTER INSERT ON tiermem_event
+FOR EACH STATEMENT EXECUTE FUNCTION tiermem_event_notify()"""
+
+
+def install_notify(conn: Connection) -> None:
+    """Create the PostgreSQL trigger that notifies followers (idempotent; nothing on
+    SQLite, whose followers poll)."""
+    if conn.dialect.name != "postgresql":
+        return
+    exists = conn.exec_driver_sql(
+        "SELECT 1 FROM pg_trigger WHERE tgrelid = 'tiermem_event'::regclass "
+        "AND tgname = 'tiermem_event_notify'"
+    ).first()
+    if exists is None:
+        conn.exec_driver_sql(_NOTIFY_FUNCTION)
+        conn.exec_driver_sql(_NOTIFY_TRIGGER)
+
+
+for _table in (event_table, consumer_table):
+    if all(known.name != _table.name for known in tables.tiermem_tables):
+        tables.tiermem_tables.append(_table)
+if install_notify not in tables.after_create:
+    tables.after_create.append(install_notify)

@@ -1,0 +1,238 @@
+"""SQL of the change feed (:mod:`tiermem._storage.event_schema`): writing events in
+a change's transaction, reading them in delivery order, consumers' positions,
+retention, and waiting for new events.
+
+A position is ``(xid, id)``. On SQLite writers are serialized, so ``xid`` is
+always 0 and ids follow commit order. On PostgreSQL ids follow the order
+``nextval`` was called, not commit order, so a reader takes only the events of
+transactions older than the oldest transaction still running
+(``pg_snapshot_xmin``): every event that commits later has a larger ``xid`` than
+those, hence a later position. A session's writers lock its row before their
+first write, when PostgreSQL gives a transaction its ``xid``, so a session's
+events are delivered in commit order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from . import _fast as _driver
+from .event_schema import NOTIFY_CHANNEL, consumer_table, event_table
+from .schema import dialect_insert
+
+__all__ = [
+    "AsyncListener",
+    "Listener",
+    "NewEvent",
+    "StoredEvent",
+    "acknowledge",
+    "consumer_position",
+    "insert",
+    "last_position",
+    "prune",
+    "read",
+]
+
+V, C = event_table.c, consumer_table.c
+
+#: A position: (transaction id, event id); (0, 0) is before every event.
+Position = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to write: its kind, session (if any) and JSON payload."""
+
+    kind: str
+    session_id: str | None
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as read back."""
+
+    xid: int
+    id: int
+    session_id: str | None
+    kind: str
+    payload: str
+    created_at: datetime
+
+
+_PG_XID = sa.cast(sa.cast(sa.func.pg_current_xact_id(), sa.Text), sa.BigInteger)
+
+_COLUMNS = ("project", "session_id", "kind", "payload", "created_at")
+_INSERT_SQLITE = sa.insert(event_table).values(
+    xid=0, **{name: sa.bindparam(name, type_=V[name].type) for name in _COLUMNS}
+)
+_INSERT_PG = sa.insert(event_table).values(xid=_PG_XID)
+
+
+def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any) -> None:
+    """Write ``events`` in the current transaction (``now``: a time or the server's
+    ``now()`` expression)."""
+    if not events:
+        return
+    rows = [
+        {
+            "project": project,
+            "session_id": event.session_id,
+            "kind": event.kind,
+            "payload": event.payload,
+            "created_at": now,
+        }
+        for event in events
+    ]
+    if conn.dialect.name == "sqlite":
+        # A statement per row costs SQLite less than building a multi-row one.
+        for row in rows:
+            _driver.write(conn, _INSERT_SQLITE, row)
+        return
+    if not isinstance(now, datetime):  # the server's clock: one expression for all rows
+        for row in rows:
+            del row["created_at"]
+        conn.execute(_INSERT_PG.values(created_at=now), rows)
+        return
+    conn.execute(_INSERT_PG, rows)
+
+
+_SETTLED = sa.text("xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+
+
+def read(
+    conn: Connection, project: str, after: Position, limit: int, session_id: str | None = None
+) -> list[StoredEvent]:
+    """Up to ``limit`` events of ``project`` after ``after``, in delivery order (on
+    PostgreSQL only those of settled transactions)."""
+    statement = (
+        sa.select(V.xid, V.id, V.session_id, V.kind, V.payload, V.created_at)
+        .where(V.project == project, sa.tuple_(V.xid, V.id) > sa.tuple_(*after))
+        .order_by(V.xid, V.id)
+        .limit(limit)
+    )
+    if session_id is not None:
+        statement = statement.where(V.session_id == session_id)
+    if conn.dialect.name == "postgresql":
+        statement = statement.where(_SETTLED)
+    return [StoredEvent(*row) for row in conn.execute(statement)]
+
+
+def last_position(conn: Connection, project: str) -> Position:
+    """The position of the newest event of ``project`` ((0, 0) when there is none)."""
+    row = conn.execute(
+        sa.select(V.xid, V.id)
+        .where(V.project == project)
+        .order_by(V.xid.desc(), V.id.desc())
+        .limit(1)
+    ).first()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def consumer_position(conn: Connection, project: str, name: str) -> Position | None:
+    """Where consumer ``name`` acknowledged up to, or ``None`` if it never did."""
+    row = conn.execute(
+        sa.select(C.xid, C.event_id).where(C.project == project, C.name == name)
+    ).first()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def acknowledge(conn: Connection, project: str, name: str, position: Position, now: Any) -> None:
+    """Move consumer ``name`` to ``position``; never backwards (an acknowledgement
+    that arrives late changes nothing)."""
+    statement = dialect_insert(conn, consumer_table).values(
+        project=project, name=name, xid=position[0], event_id=position[1], updated_at=now
+    )
+    excluded = statement.excluded
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[C.project, C.name],
+            set_={"xid": excluded.xid, "event_id": excluded.event_id, "updated_at": now},
+            where=sa.tuple_(C.xid, C.event_id) < sa.tuple_(excluded.xid, excluded.event_id),
+        )
+    )
+
+
+def prune(conn: Connection, project: str, before: Any, limit: int) -> int:
+    """Delete up to ``limit`` events of ``project`` created before ``before``, oldest
+    first; the number deleted."""
+    oldest = (
+        sa.select(V.id)
+        .where(V.project == project, V.created_at < before)
+        .order_by(V.created_at)
+        .limit(limit)
+    )
+    result = conn.execute(sa.delete(event_table).where(V.id.in_(oldest.scalar_subquery())))
+    return int(result.rowcount)
+
+
+def _conninfo(engine: Engine) -> str:
+    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class Listener:
+    """Waits for PostgreSQL's notification that events committed; on SQLite it just
+    sleeps, and the follower polls."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._conn: Any = None
+        if engine.dialect.name == "postgresql":
+            import psycopg  # the postgres extra: present whenever the engine is PostgreSQL
+
+            self._conn = psycopg.connect(_conninfo(engine), autocommit=True)
+            self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+
+    def wait(self, timeout: float) -> None:
+        """Return when events may have committed, or after ``timeout`` seconds."""
+        if self._conn is None:
+            time.sleep(timeout)
+            return
+        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+        for _ in self._conn.notifies(timeout=0):  # the rest: one read serves them all
+            pass
+
+    def close(self) -> None:
+        """Stop listening."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class AsyncListener:
+    """:class:`Listener` for an event loop."""
+
+    def __init__(self) -> None:
+        self._conn: Any = None
+
+    async def start(self, engine: Engine) -> None:
+        """Start listening (PostgreSQL only)."""
+        if engine.dialect.name == "postgresql":
+            import psycopg
+
+            self._conn = await psycopg.AsyncConnection.connect(_conninfo(engine), autocommit=True)
+            await self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+
+    async def wait(self, timeout: float) -> None:
+        """Return when events may have committed, or after ``timeout`` seconds."""
+        if self._conn is None:
+            await asyncio.sleep(timeout)
+            return
+        async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+        async for _ in self._conn.notifies(timeout=0):
+            pass
+
+    async def close(self) -> None:
+        """Stop listening."""
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None

@@ -1,0 +1,310 @@
+"""The durable change feed: an event for each committed change, in the change's own
+transaction; ordered reads, named consumers that resume where they acknowledged,
+waiting followers, retention, and the feed turned off."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem._storage import failpoints
+from tiermem.errors import InvalidArgument, StorageError, SummarizerFailed
+from tiermem.feed import EVENT_VERSION, ChangeEvent
+from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
+
+from ..conftest import MemoryFactory, pg_engine_for
+
+SMALL = MemoryConfig(max_tokens=120, min_entries_to_compress=2, recent_window=2)
+
+
+def settled(memory: ConversationMemory, **options: Any) -> list[ChangeEvent]:
+    """Every event so far. On PostgreSQL an event is delivered once every older
+    transaction on the server ended, and other clients' may still be running right
+    after a commit of ours: follow until the feed has been quiet for a moment."""
+    return list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.5, **options))
+
+
+def _kinds(memory: ConversationMemory) -> list[tuple[str, str | None]]:
+    return [(event.kind, event.session_id) for event in settled(memory)]
+
+
+def _signal_events(recorder: SignalRecorder) -> list[tuple[str, str | None]]:
+    """The (kind, session) pairs the feed should hold for the recorded signals."""
+    expected: list[tuple[str, str | None]] = []
+    for name, kwargs in recorder.events:
+        if "session_id" in kwargs:
+            expected.append((name, kwargs["session_id"]))
+        else:
+            expected += [(name, session) for session in kwargs["session_ids"]]
+            if kwargs.get("item_ids"):
+                expected.append((name, None))
+    return expected
+
+
+def test_every_signal_has_its_event(make_memory: MemoryFactory, clock: ManualClock) -> None:
+    """Appends, a compression, a failed compression, a wake-up, a tier change, pruning
+    and clearing each leave the events of the signals they sent, in the same order."""
+    config = SMALL.replace(event_retention=timedelta(days=3650))  # pruning keeps them
+    memory = make_memory(config=config, summarizer=FakeSummarizer())
+    with SignalRecorder(sender=memory).recording() as recorder:
+        for number in range(8):
+            memory.add_user_message("a", f"message number {number} about the weather " * 3)
+        memory.set_summarizer(FakeSummarizer(mode="raise", error=RuntimeError("model down")))
+        with pytest.raises(SummarizerFailed):
+            memory.compress("a", force=True)
+        memory.add_user_message("b", "another conversation")
+        clock.advance(days=40)
+        memory.recalculate_tiers()
+        memory.get_messages("a")  # an access wakes it
+        clock.advance(days=400)
+        memory.prune_expired()
+        memory.add_user_message("c", "fresh")
+        memory.clear_session("c")
+    names = set(recorder.names())
+    assert {"entry:added", "compressed", "compression_failed", "tier_changed"} <= names
+    assert {"pruned", "session:cleared"} <= names
+    assert _kinds(memory) == _signal_events(recorder)
+
+
+def test_payloads_follow_the_schema(make_memory: MemoryFactory) -> None:
+    """Each event carries the documented payload, the schema version and a position."""
+    memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
+    for number in range(8):
+        memory.add_user_message("a", f"message number {number} about the weather " * 3)
+    memory.clear_session("a")
+    events = settled(memory)
+    added = [event for event in events if event.kind == "entry:added"]
+    assert [event.payload["seq"] for event in added] == list(range(1, 9))
+    assert set(added[0].payload) == {"entry_id", "seq", "type", "role", "token_count", "pinned"}
+    assert added[0].payload["role"] == "user" and added[0].payload["type"] == "message"
+    compressed = [event for event in events if event.kind == "compressed"]
+    assert compressed and set(compressed[0].payload) == {
+        "summary_id",
+        "level",
+        "first_seq",
+        "last_seq",
+        "entries_compressed",
+        "merged_summaries",
+        "tokens_before",
+        "tokens_after",
+    }
+    assert events[-1].kind == "session:cleared" and events[-1].payload == {"entries_removed": 8}
+    assert all(
+        event.version == EVENT_VERSION and event.project == memory.project for event in events
+    )
+    positions = [event.position for event in events]
+    assert len(set(positions)) == len(positions)
+
+
+def test_content_only_when_asked(make_memory: MemoryFactory) -> None:
+    """An entry's text is in its event only with ``event_content=True``."""
+    plain = make_memory()
+    plain.add_user_message("s", "secret text")
+    assert "content" not in settled(plain)[0].payload
+    with_content = make_memory(project="other", config=MemoryConfig(event_content=True))
+    with_content.add_user_message("s", "secret text")
+    assert settled(with_content)[0].payload["content"] == "secret text"
+
+
+def test_rolled_back_work_leaves_no_event(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append that fails before its commit stores neither the entry nor its event."""
+    memory = make_memory()
+    memory.add_user_message("s", "kept")
+    monkeypatch.setitem(failpoints._POINTS, "append.before_commit", "raise:OperationalError")
+    with pytest.raises(StorageError):
+        memory.add_user_message("s", "lost")
+    monkeypatch.delitem(failpoints._POINTS, "append.before_commit")
+    assert [entry.content for entry in memory.get_entries("s")] == ["kept"]
+    assert _kinds(memory) == [("entry:added", "s")]
+
+
+def test_feed_off(make_memory: MemoryFactory) -> None:
+    """``change_feed=False`` writes no events; signals are still sent."""
+    memory = make_memory(config=MemoryConfig(change_feed=False))
+    with SignalRecorder(sender=memory).recording() as recorder:
+        memory.add_user_message("s", "hello")
+    assert recorder.names() == ["entry:added"]
+    assert settled(memory) == []
+
+
+def test_changes_pages_and_filters(make_memory: MemoryFactory) -> None:
+    """``after`` and ``limit`` page through the feed; ``session_id`` filters it."""
+    memory = make_memory()
+    for number in range(5):
+        memory.add_user_message("a" if number % 2 else "b", f"m{number}")
+    settled(memory)
+    first = memory.feed.changes(limit=2)
+    rest = memory.feed.changes(first[-1], limit=10)
+    assert len(first) == 2 and len(rest) == 3
+    assert memory.feed.changes(rest[-1].position) == []
+    assert memory.feed.last_position() == rest[-1].position
+    assert [event.session_id for event in memory.feed.changes(session_id="a")] == ["a", "a"]
+    other = make_memory(project="elsewhere")
+    assert other.feed.changes() == []  # projects have feeds of their own
+
+
+def test_consumers_resume_after_their_acknowledgement(make_memory: MemoryFactory) -> None:
+    """A consumer resumes after the last event it acknowledged: unacknowledged events
+    come again (at least once); an old acknowledgement never moves it back."""
+    memory = make_memory()
+    for number in range(4):
+        memory.add_user_message("s", f"m{number}")
+    settled(memory)
+    assert memory.feed.position("indexer") is None
+    seen = [event for _, event in zip(range(2), memory.feed.follow("indexer"), strict=False)]
+    memory.feed.ack("indexer", seen[0])  # handled the first, crashed on the second
+    again = list(memory.feed.follow("indexer", idle_timeout=0.05))
+    assert [event.payload["seq"] for event in again] == [2, 3, 4]
+    memory.feed.ack("indexer", again[-1])
+    memory.feed.ack("indexer", seen[0])  # late: ignored
+    assert memory.feed.position("indexer") == again[-1].position
+    assert list(memory.feed.follow("indexer", idle_timeout=0.05)) == []
+    other = list(memory.feed.follow("auditor", idle_timeout=0.05))
+    assert len(other) == 4  # consumers are independent
+
+
+def test_follow_wakes_for_new_events(make_memory: MemoryFactory) -> None:
+    """A follower waiting at the end of the feed receives an event committed later,
+    well within a poll interval of a second."""
+    memory = make_memory()
+    writer = make_memory()
+    received: list[tuple[ChangeEvent, float]] = []
+
+    def follow() -> None:
+        for event in memory.feed.follow(poll_interval=1.0, idle_timeout=3.0):
+            received.append((event, time.monotonic()))
+            return
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    writer.add_user_message("s", "wake up")
+    thread.join(timeout=10)
+    assert len(received) == 1 and received[0][0].kind == "entry:added"
+    # SQLite polls (up to poll_interval); PostgreSQL is woken by NOTIFY.
+    assert received[0][1] - started < 1.5
+
+
+def test_async_feed_matches_sync(make_memory: MemoryFactory) -> None:
+    """``achanges``, ``afollow`` and ``aack`` see and do what their sync twins do."""
+    memory = make_memory()
+    for number in range(3):
+        memory.add_user_message("s", f"m{number}")
+    settled(memory)
+
+    async def scenario() -> tuple[list[ChangeEvent], list[ChangeEvent], str | None]:
+        listed = await memory.feed.achanges()
+        followed = []
+        async for event in memory.feed.afollow("async-consumer", idle_timeout=0.05):
+            followed.append(event)
+            await memory.feed.aack("async-consumer", event)
+        return listed, followed, memory.feed.position("async-consumer")
+
+    listed, followed, position = asyncio.run(scenario())
+    assert listed == memory.feed.changes() == followed
+    assert position == listed[-1].position
+
+
+def test_retention(make_memory: MemoryFactory, clock: ManualClock) -> None:
+    """Events older than ``event_retention`` go with ``prune_expired``; ``prune``
+    takes any age."""
+    memory = make_memory(config=MemoryConfig(event_retention=timedelta(days=1)))
+    memory.add_user_message("s", "old")
+    clock.advance(days=2)
+    memory.add_user_message("s", "new")
+    memory.prune_expired()
+    assert [event.payload["seq"] for event in settled(memory)] == [2]
+    clock.advance(seconds=1)
+    assert memory.feed.prune(timedelta(0)) == 1
+    assert memory.feed.changes() == []
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.feed.changes("nonsense"), "position"),
+        (lambda m: m.feed.changes(limit=0), "limit"),
+        (lambda m: m.feed.ack("", "0:0"), "consumer"),
+        (lambda m: m.feed.ack("c", 12), "position"),
+        (lambda m: next(m.feed.follow(poll_interval=0)), "poll_interval"),
+        (lambda m: next(m.feed.follow(batch=0)), "batch"),
+        (lambda m: m.feed.prune(timedelta(days=-1)), "older_than"),
+    ],
+)
+def test_bad_arguments(make_memory: MemoryFactory, call: Any, message: str) -> None:
+    """Bad feed arguments raise ``InvalidArgument`` naming what is wrong."""
+    with pytest.raises(InvalidArgument, match=message):
+        call(make_memory())
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"change_feed": "yes"}, {"event_retention": timedelta(0)}, {"event_retention": 7}],
+)
+def test_bad_config(changes: dict[str, Any]) -> None:
+    """The feed's settings are checked like every other."""
+    with pytest.raises(InvalidArgument):
+        MemoryConfig(**changes)
+
+
+def test_pg_events_wait_for_older_transactions(pg_schema: str) -> None:
+    """On PostgreSQL an event is delivered only once every older transaction ended:
+    a transaction that began earlier may still commit an event with a smaller id,
+    and a reader that went past it would skip it. (SQLite serializes writers, so
+    there ids follow commits.)"""
+    engine = pg_engine_for(pg_schema)
+    memory = ConversationMemory(engine=engine)
+    try:
+        with engine.connect() as older:
+            transaction = older.begin()
+            older.execute(sa.text("SELECT pg_current_xact_id()"))  # takes a transaction id
+            memory.add_user_message("s", "committed after the older transaction began")
+            assert memory.feed.changes() == []
+            transaction.rollback()
+        assert [event.kind for event in settled(memory)] == ["entry:added"]
+    finally:
+        memory.close()
+        engine.dispose()
+
+
+def test_layer_changes_have_events(make_memory: MemoryFactory) -> None:
+    """Layer items stored, cleared and compacted leave events (layer changes send no
+    signals), with the scope and layer in the payload."""
+    memory = make_memory()
+    layers = memory.layers("research")
+    layers.learn("capital", "Paris")
+    for number in range(4):
+        layers.append("episodic", f"episode {number}")
+    layers.append("working", "scratch")  # the working layer lives in the process
+    layers.compact("episodic", keep_last=1, summarize_older=False)
+    layers.clear("semantic")
+    events = [event for event in settled(memory) if event.kind.startswith("layer:")]
+    assert [event.kind for event in events] == ["layer:appended"] * 5 + [
+        "layer:compacted",
+        "layer:cleared",
+    ]
+    assert events[0].payload == {
+        "scope": "research",
+        "layer": "semantic",
+        "item_id": events[0].payload["item_id"],
+        "key": "capital",
+    }
+    assert isinstance(events[0].payload["item_id"], int)
+    assert events[5].payload == {
+        "scope": "research",
+        "layer": "episodic",
+        "removed": 3,
+        "summary_id": None,
+    }
+    assert events[6].payload == {"scope": "research", "layer": "semantic", "removed": 1}
+    assert all(event.session_id is None for event in events)
