@@ -45,9 +45,11 @@ import os
 import random
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -58,21 +60,36 @@ from typing import Any
 
 import httpx
 import sqlalchemy as sa
+from chat_feed import FeedCheck, Subscriber, check_feed
 
 from tiermem import ConversationMemory
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE = ROOT / "examples" / "chat_service.py"
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-SCENARIOS = (
-    "tiermem-saturated",
-    "langgraph-saturated",
-    "none-saturated",
-    "tiermem",
-    "langgraph",
-    "tiermem-kill",
-    "tiermem-preload-kill",
-)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How one scenario runs."""
+
+    backend: str
+    paced: bool = True
+    subscriber: bool = False
+    kill: str | None = None  # "worker" or "subscriber", once half the turns are in
+    preload: bool = False
+
+
+SCENARIOS = {
+    "tiermem-saturated": Scenario("tiermem", paced=False),
+    "langgraph-saturated": Scenario("langgraph", paced=False),
+    "none-saturated": Scenario("none", paced=False),
+    "tiermem": Scenario("tiermem", subscriber=True),
+    "langgraph": Scenario("langgraph"),
+    "tiermem-kill": Scenario("tiermem", subscriber=True, kill="worker"),
+    "tiermem-preload-kill": Scenario("tiermem", subscriber=True, kill="worker", preload=True),
+    "tiermem-subscriber-kill": Scenario("tiermem", subscriber=True, kill="subscriber"),
+}
 #: Mean seconds a user of the paced scenarios reads and types between two turns.
 DEFAULT_THINK = 2.0
 WORDS = (
@@ -108,12 +125,13 @@ class LoadResult:
     compressions: int = 0
     max_context_tokens: int = 0
     over_budget: int = 0
-    killed_worker: int | None = None
+    killed: int | None = None
     replaced: bool | None = None
     workers_seen: int = 0
     lost: int | None = None
     duplicated: int | None = None
     doctor_ok: bool | None = None
+    feed: FeedCheck | None = None
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -126,6 +144,7 @@ class LoadResult:
             and self.duplicated in (0, None)
             and self.doctor_ok in (True, None)
             and self.replaced in (True, None)
+            and (self.feed is None or self.feed.correct)
         )
 
 
@@ -295,6 +314,7 @@ class Load:
         self.workers: Counter[int] = Counter()
         self.errors: list[str] = []
         self.halfway = asyncio.Event()
+        self._tls = ssl.create_default_context()
 
     async def _turn(self, client: httpx.AsyncClient, conversation: int, turn: int) -> bool:
         body = {
@@ -332,14 +352,19 @@ class Load:
         if len(self.latencies) * 2 >= self.conversations * self.turns:
             self.halfway.set()
 
-    async def _conversation(self, conversation: int) -> None:
+    def client(self) -> httpx.AsyncClient:
+        """A client of the service. Each conversation has its own (one connection), as
+        separate users do: one client pooling hundreds of connections costs more than
+        the service does. They share one TLS context, which httpx would otherwise
+        build (reading the CA bundle) for every client, unused over plain HTTP."""
+        return httpx.AsyncClient(
+            base_url=self.base_url, timeout=httpx.Timeout(REQUEST_TIMEOUT), verify=self._tls
+        )
+
+    async def _conversation(self, conversation: int, client: httpx.AsyncClient) -> None:
         # Staggered starts, so that the conversations do not move in lockstep.
         await asyncio.sleep(random.random() * max(self.think, 0.05))
-        # A client (one connection) per conversation, as separate users have: one
-        # client pooling hundreds of connections costs more than the service does.
-        async with httpx.AsyncClient(
-            base_url=self.base_url, timeout=httpx.Timeout(REQUEST_TIMEOUT)
-        ) as client:
+        async with client:
             for turn in range(self.turns):
                 if not await self._turn(client, conversation, turn):
                     return
@@ -350,9 +375,7 @@ class Load:
     async def warm_up(self, turns: int) -> None:
         """Answer ``turns`` turns in sessions of their own, not counted (first calls
         in a fresh worker load caches and open connections)."""
-        async with httpx.AsyncClient(
-            base_url=self.base_url, timeout=httpx.Timeout(REQUEST_TIMEOUT)
-        ) as client:
+        async with self.client() as client:
             bodies = [
                 {"session_id": f"warm{i}", "message": message(-1, i), "message_id": f"w{i}"}
                 for i in range(turns)
@@ -361,52 +384,72 @@ class Load:
 
     async def run(self) -> float:
         """Run every conversation to its end; the seconds it took."""
+        clients = [self.client() for _ in range(self.conversations)]
         started = time.perf_counter()
-        await asyncio.gather(*(self._conversation(c) for c in range(self.conversations)))
+        await asyncio.gather(
+            *(self._conversation(c, clients[c]) for c in range(self.conversations))
+        )
         return time.perf_counter() - started
 
 
-async def _drive(
-    load: Load, service: Service, kill: bool, meter: CpuMeter
-) -> tuple[float, int | None, set[int]]:
-    """Run the load; with ``kill``, SIGKILL a serving worker once half the turns are in.
-    Returns the seconds, the killed pid and the workers known when it was killed."""
-    killed: int | None = None
-    known: set[int] = set()
+@dataclass
+class Strike:
+    """What is killed once half the turns are answered, and what happened."""
 
-    async def killer() -> None:
-        nonlocal killed
+    service: Service
+    subscriber: Subscriber | None
+    target: str | None
+    killed: int | None = None
+    known: set[int] = field(default_factory=set)
+
+    async def wait_and_kill(self, load: Load) -> None:
+        """SIGKILL the busiest live worker, or the subscriber (started again 1 s later)."""
         await load.halfway.wait()
-        alive = service.worker_pids()
+        if self.target == "subscriber" and self.subscriber is not None:
+            self.killed = self.subscriber.process.pid
+            self.subscriber.kill()
+            await asyncio.sleep(1.0)
+            self.subscriber.restart()
+            return
+        alive = self.service.worker_pids()
         serving = [pid for pid, _ in load.workers.most_common() if pid in alive]
         if serving:
-            known.update(alive, load.workers)
-            killed = serving[0]
-            os.kill(killed, signal.SIGKILL)
+            self.known.update(alive, load.workers)
+            self.killed = serving[0]
+            os.kill(self.killed, signal.SIGKILL)
 
-    await load.warm_up(8 * service.workers)
+
+async def _drive(load: Load, strike: Strike, meter: CpuMeter) -> float:
+    """Warm up, then run the load with ``strike`` armed; the seconds it took."""
+    warm_turns = 8 * strike.service.workers
+    await load.warm_up(warm_turns)
+    if strike.subscriber is not None:  # each warm-up turn stores two entries
+        await asyncio.to_thread(strike.subscriber.wait_live, 2 * warm_turns)
     meter.begin()
-    task = asyncio.create_task(killer()) if kill else None
+    task = asyncio.create_task(strike.wait_and_kill(load)) if strike.target else None
     seconds = await load.run()
     if task is not None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    return seconds, killed, known
+    return seconds
 
 
-def verify_stored(url: str, load: Load) -> tuple[int, int]:
-    """(lost, duplicated): acknowledged messages missing, and messages stored twice."""
+def verify_stored(url: str, load: Load) -> tuple[int, int, dict[str, set[int]]]:
+    """(lost, duplicated, stored): acknowledged messages missing, messages stored
+    twice, and the entry ids of each conversation."""
     lost = duplicated = 0
+    stored: dict[str, set[int]] = {}
     with ConversationMemory(url, project="load") as memory:
         for conversation in range(load.conversations):
             entries = memory.get_entries(f"c{conversation:04d}")
+            stored[f"c{conversation:04d}"] = {entry.id for entry in entries}
             ids = Counter(entry.message.id for entry in entries)
             duplicated += sum(count - 1 for count in ids.values() if count > 1)
             for turn in range(load.acknowledged.get(conversation, 0)):
                 key = f"c{conversation:04d}-t{turn:03d}"
                 lost += (ids[f"{key}:user"] == 0) + (ids[f"{key}:ai"] == 0)
-    return lost, duplicated
+    return lost, duplicated, stored
 
 
 def doctor(url: str) -> bool:
@@ -445,24 +488,37 @@ def run_scenario(
             (a ``-saturated`` scenario waits none: each answer is followed at once
             by the next turn).
     """
-    if scenario.endswith("-saturated"):
-        think = 0.0
-    backend = scenario.split("-")[0]
+    plan = SCENARIOS[scenario]
+    think = think if plan.paced else 0.0
     result = LoadResult(scenario, conversations, turns, workers, think)
-    with fresh_schema(url) as scoped:
-        service = Service(scoped, backend, workers, preload="preload" in scenario)
+    with fresh_schema(url) as scoped, tempfile.TemporaryDirectory() as scratch:
+        service = Service(scoped, plan.backend, workers, plan.preload)
+        subscriber: Subscriber | None = None
+        stored: dict[str, set[int]] = {}
         try:
             first = service.wait_ready()
+            if plan.subscriber:
+                subscriber = Subscriber(scoped, "load", Path(scratch) / "events.jsonl")
             load = Load(service.base_url, conversations, turns, think)
             meter = CpuMeter(service, scoped)
+            strike = Strike(service, subscriber, plan.kill)
             client_started = time.process_time()
-            drive = _drive(load, service, "kill" in scenario, meter)
-            seconds, killed, known = asyncio.run(drive)
+            seconds = asyncio.run(_drive(load, strike, meter))
             service_cpu, database_cpu = meter.spent()
             client_cpu = time.process_time() - client_started
-            if killed is not None:  # the supervisor must have started a replacement
-                result.replaced = service.new_worker(first | known)
+            if plan.kill == "worker" and strike.killed is not None:
+                # The supervisor must have started a replacement.
+                result.replaced = service.new_worker(first | strike.known)
+            if plan.backend == "tiermem":
+                result.lost, result.duplicated, stored = verify_stored(scoped, load)
+                result.doctor_ok = doctor(scoped)
+            if subscriber is not None:
+                subscriber.wait_for(set().union(*stored.values()))
+                subscriber.stop()
+                result.feed = check_feed(subscriber.log, stored)
         finally:
+            if subscriber is not None:
+                subscriber.stop()
             service.stop()
         latencies = [s * 1000 for s in load.latencies]
         result.seconds = round(seconds, 3)
@@ -478,11 +534,8 @@ def run_scenario(
         result.retries, result.replayed = load.retries, load.replayed
         result.compressions = load.compressions
         result.max_context_tokens, result.over_budget = load.max_context_tokens, load.over_budget
-        result.killed_worker, result.workers_seen = killed, len(load.workers)
+        result.killed, result.workers_seen = strike.killed, len(load.workers)
         result.errors = load.errors[:20]
-        if backend == "tiermem":
-            result.lost, result.duplicated = verify_stored(scoped, load)
-            result.doctor_ok = doctor(scoped)
     return result
 
 
@@ -517,6 +570,19 @@ def targets(results: list[LoadResult]) -> list[tuple[str, bool | None, str]]:
     if paced:
         what = f"tiermem p99 < 100 ms ({paced.conversations} conversations, think {paced.think} s)"
         out.append((what, paced.p99_ms < 100, f"{paced.p99_ms:.1f} ms"))
+    feeds = {r.scenario: r.feed for r in results if r.feed is not None}
+    steady = {name: feed for name, feed in feeds.items() if name != "tiermem-subscriber-kill"}
+    if steady:
+        worst = max(feed.lag_p99_ms for feed in steady.values())
+        figures = ", ".join(f"{name}: {feed.lag_p99_ms:.0f} ms" for name, feed in steady.items())
+        out.append(("subscriber lag p99 < 1 s (no subscriber killed)", worst < 1000, figures))
+    if feeds:
+        clean = all(feed.correct for feed in feeds.values())
+        figures = ", ".join(
+            f"{name}: {feed.missing} missing, {feed.out_of_order} out of order"
+            for name, feed in feeds.items()
+        )
+        out.append(("zero lost events, each session's in order", clean, figures))
     checked = [r for r in results if r.lost is not None]
     if checked:
         clean = all(r.correct for r in checked)
@@ -535,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--think", type=float, default=DEFAULT_THINK, help="mean s between turns (paced)"
     )
-    parser.add_argument("--only", action="append", choices=SCENARIOS)
+    parser.add_argument("--only", action="append", choices=list(SCENARIOS))
     parser.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     loadavg = Path("/proc/loadavg").read_text().strip()
@@ -565,6 +631,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     for result in results:
         print(_row(result))
+    followed = [r for r in results if r.feed is not None]
+    if followed:
+        print(
+            f"\n{'subscriber':<22}{'events':>8}{'again':>7}{'missing':>9}{'order':>7}"
+            f"{'lag p50':>9}{'lag p99':>9}{'lag max':>9}"
+        )
+    for result in followed:
+        feed = result.feed
+        assert feed is not None
+        print(
+            f"{result.scenario:<22}{feed.events:>8}{feed.redelivered:>7}{feed.missing:>9}"
+            f"{feed.out_of_order:>7}{feed.lag_p50_ms:>9.1f}{feed.lag_p99_ms:>9.1f}"
+            f"{feed.lag_max_ms:>9.1f}"
+        )
     met = targets(results)
     for what, ok, figures in met:
         print(f"target {what}: {'met' if ok else 'NOT met'} ({figures})")

@@ -33,12 +33,18 @@ Run it::
     python examples/chat_service.py --workers 4 --preload      # the app built, then forked
     python examples/chat_service.py --backend langgraph --workers 4
     python examples/chat_service.py demo --url sqlite:///chat.db   # a few turns in-process
+    python examples/chat_service.py subscriber --consumer audit --log audit.jsonl
 
 ``--url`` (or ``TIERMEM_CHAT_URL``) defaults to the local PostgreSQL ``test`` database.
 Without ``--preload``, uvicorn spawns fresh worker processes that each build the app.
 With it, the app and its memory are built (and the database touched) in the parent,
 which then forks the workers and restarts any that dies, as a pre-forking server
 does: tiermem notices it runs in a forked child and opens its own connections there.
+
+``subscriber`` is a separate process that follows the project's durable change feed
+(``memory.feed.afollow``) under a consumer name, writes each event as a JSON line
+(with when it was made and when it arrived) and acknowledges what it wrote: killed
+and started again under the same name, it resumes after its last acknowledgement.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -54,7 +61,8 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeGuard
+from datetime import UTC, datetime
+from typing import Any, Protocol, TextIO, TypeGuard
 
 from langchain_core.messages import (
     AIMessage,
@@ -69,6 +77,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tiermem import ConversationMemory, MemoryConfig, TokenCounter
+from tiermem.feed import ChangeEvent
 from tiermem.testing import FakeSummarizer
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -510,10 +519,72 @@ async def demo(settings: Settings, turns: int) -> None:
             )
 
 
+def _record(event: ChangeEvent) -> dict[str, Any]:
+    """The log line of one event: where and what it is, when it was made and received."""
+    payload = event.payload
+    return {
+        "position": event.position,
+        "kind": event.kind,
+        "session_id": event.session_id,
+        "entry_id": payload.get("entry_id"),
+        "seq": payload.get("seq"),
+        "created_at": event.created_at.isoformat(),
+        "received_at": datetime.now(UTC).isoformat(),
+    }
+
+
+async def subscribe(
+    settings: Settings,
+    consumer: str,
+    out: TextIO,
+    *,
+    idle_timeout: float | None = None,
+    ack_every: float = 0.25,
+) -> int:
+    """Follow the project's change feed as ``consumer``, writing a JSON line per event.
+
+    Events are acknowledged after they are written, every ``ack_every`` seconds and
+    when the follower stops (cancelled, or ``idle_timeout`` seconds without an
+    event): a follower killed in between gets the unacknowledged ones again when
+    it comes back under the same name (at least once). Returns the events written.
+    """
+    memory = ConversationMemory(settings.url, project=settings.project)
+    feed = memory.feed
+    written, handled, acked = 0, None, None
+    since = time.monotonic()
+    try:
+        async for event in feed.afollow(consumer, idle_timeout=idle_timeout):
+            out.write(json.dumps(_record(event)) + "\n")
+            out.flush()
+            written, handled = written + 1, event
+            if time.monotonic() - since >= ack_every:
+                await feed.aack(consumer, event)
+                acked, since = event, time.monotonic()
+    finally:
+        if handled is not None and handled is not acked:
+            await feed.aack(consumer, handled)
+        await memory.aclose()
+    return written
+
+
+async def _subscribe_until_stopped(settings: Settings, consumer: str, log: str) -> None:
+    """:func:`subscribe` until SIGINT or SIGTERM, which acknowledge what was written."""
+    with contextlib.ExitStack() as stack:
+        out = sys.stdout if log == "-" else stack.enter_context(open(log, "a", encoding="utf-8"))
+        task = asyncio.ensure_future(subscribe(settings, consumer, out))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "demo"])
+    parser.add_argument(
+        "command", nargs="?", default="serve", choices=["serve", "demo", "subscriber"]
+    )
     parser.add_argument("--url", default=os.environ.get(ENV_PREFIX + "URL", DEFAULT_URL))
     parser.add_argument("--backend", default="tiermem", choices=sorted(BACKENDS))
     parser.add_argument("--project", default="chat", help="tiermem project / thread prefix")
@@ -523,17 +594,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--preload", action="store_true", help="build the app, then fork")
     parser.add_argument("--turns", type=int, default=12, help="turns of the demo")
+    parser.add_argument("--consumer", default="chat-subscriber", help="the subscriber's name")
+    parser.add_argument("--log", default="-", help="the subscriber's JSON-lines file (-: stdout)")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Serve, or play the demo."""
+    """Serve, play the demo, or follow the change feed."""
     args = parse_args(argv)
     settings = Settings(
         url=args.url, backend=args.backend, project=args.project, max_tokens=args.max_tokens
     )
     if args.command == "demo":
         asyncio.run(demo(settings, args.turns))
+        return
+    if args.command == "subscriber":
+        asyncio.run(_subscribe_until_stopped(settings, args.consumer, args.log))
         return
     serve(settings, args.host, args.port, args.workers, args.preload)
 

@@ -18,6 +18,6 @@ def test_a_killed_worker_loses_and_duplicates_no_turn(scenario: str) -> None:
     result = run_scenario(scenario, url=PG_URL, conversations=10, turns=3, workers=2, think=0.3)
     assert result.errors == [], result
     assert result.acknowledged == 30
-    assert result.killed_worker is not None and result.replaced is True, result
+    assert result.killed is not None and result.replaced is True, result
     assert (result.lost, result.duplicated, result.doctor_ok) == (0, 0, True)
     assert result.correct
