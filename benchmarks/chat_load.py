@@ -429,9 +429,10 @@ async def _drive(load: Load, strike: Strike, meter: CpuMeter) -> float:
     task = asyncio.create_task(strike.wait_and_kill(load)) if strike.target else None
     seconds = await load.run()
     if task is not None:
-        task.cancel()
+        if not load.halfway.is_set():  # too few turns answered to strike
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await task
+            await task  # a struck subscriber is started again before the checks
     return seconds
 
 

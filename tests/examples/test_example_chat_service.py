@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
+import json
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -128,3 +130,23 @@ def test_settings_round_trip_through_the_environment(
     assert service.Settings.from_env() == settings
     with pytest.raises(ValueError, match="unknown backend"):
         service.make_backend(service.Settings(backend="nope"))
+
+
+async def test_subscriber_logs_every_entry_in_order_and_resumes(
+    service: ModuleType, url: str
+) -> None:
+    """The subscriber writes each stored entry's event in seq order and acknowledges it:
+    started again under the same name it gets only what came after."""
+    settings = service.Settings(url=url, project="t", max_tokens=BUDGET)
+    async with _client(service, settings) as client:
+        for turn in range(3):
+            await _post(client, turn)
+    first, second = io.StringIO(), io.StringIO()
+    assert await service.subscribe(settings, "audit", first, idle_timeout=0.3) == 6
+    records = [json.loads(line) for line in first.getvalue().splitlines()]
+    assert [(r["kind"], r["seq"]) for r in records] == [("entry:added", s) for s in range(1, 7)]
+    assert all(r["received_at"] >= r["created_at"] for r in records)
+    async with _client(service, settings) as client:
+        await _post(client, 3)
+    assert await service.subscribe(settings, "audit", second, idle_timeout=0.3) == 2
+    assert [json.loads(line)["seq"] for line in second.getvalue().splitlines()] == [7, 8]
