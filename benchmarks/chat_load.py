@@ -3,14 +3,17 @@
 Starts ``examples/chat_service.py`` with ``--workers`` worker processes on loopback
 (a subprocess), drives ``--conversations`` conversations at once with
 ``httpx.AsyncClient`` for ``--turns`` turns each, and reports turns per second, the
-endpoint's p50 / p99 latency and the compressions. Afterwards it checks that every
-acknowledged turn is stored exactly once (both messages, by their ids) and that
-``tiermem doctor`` is green.
+endpoint's p50 / p99 latency, the CPU per turn and the compressions. Afterwards it
+checks that every acknowledged turn is stored exactly once (both messages, by their
+ids) and that ``tiermem doctor`` is green. In the tiermem scenarios that are paced, a
+subscriber process follows the change feed (``chat_feed.py``): its lag is reported,
+and every stored entry's ``entry:added`` event must have reached it, in order per
+session.
 
 Scenarios, run one after the other in a fresh PostgreSQL schema each:
 
 * ``tiermem-saturated``, ``tiermem``: the service on tiermem (uvicorn's worker
-  processes);
+  processes), the second with the subscriber;
 * ``tiermem-kill``: the same, with one worker SIGKILLed halfway through; uvicorn's
   supervisor starts another, and the clients retry the turns that got no answer with
   the same message id (the service stores a retried turn once);
@@ -21,7 +24,10 @@ Scenarios, run one after the other in a fresh PostgreSQL schema each:
   ``SummarizationMiddleware`` and ``AsyncPostgresSaver``, the same model, budget and
   load;
 * ``none-saturated``: the service with no memory at all (the model sees the new
-  message alone): the floor that HTTP, the model and the client cost.
+  message alone): the floor that HTTP, the model and the client cost;
+* ``tiermem-subscriber-kill``: the subscriber SIGKILLed halfway and started again
+  1 s later under the same consumer name: it resumes after its acknowledged position
+  (events it wrote but had not acknowledged come again, counted as redelivered).
 
 ``-saturated`` scenarios send each conversation's next turn as soon as the answer
 arrives (throughput); the others wait ``--think`` seconds on average between two
@@ -29,7 +35,7 @@ turns, as people do (latency at that many conversations).
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/chat_load.py                      # 200 x 20 turns
+    .venv/bin/python benchmarks/chat_load.py                      # 200 x 16 turns
     .venv/bin/python benchmarks/chat_load.py --conversations 50 --turns 5
 
 Results go to ``benchmarks/results/chat_load.json`` (git-ignored).
@@ -91,7 +97,7 @@ SCENARIOS = {
     "tiermem-subscriber-kill": Scenario("tiermem", subscriber=True, kill="subscriber"),
 }
 #: Mean seconds a user of the paced scenarios reads and types between two turns.
-DEFAULT_THINK = 2.0
+DEFAULT_THINK = 5.0
 WORDS = (
     "parcel order refund invoice courier delay depot label tracking address weekend "
     "morning warehouse customs receipt discount account password delivery window"
@@ -473,7 +479,7 @@ def run_scenario(
     *,
     url: str = DEFAULT_URL,
     conversations: int = 200,
-    turns: int = 20,
+    turns: int = 16,
     workers: int = 4,
     think: float = DEFAULT_THINK,
 ) -> LoadResult:
@@ -597,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--url", default=os.environ.get("TIERMEM_CHAT_URL", DEFAULT_URL))
     parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=16)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument(
         "--think", type=float, default=DEFAULT_THINK, help="mean s between turns (paced)"
