@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from langchain_core.messages import HumanMessage
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem._storage import events as events_storage
 from tiermem._storage import failpoints
 from tiermem.errors import InvalidArgument, StorageError, SummarizerFailed
 from tiermem.feed import EVENT_VERSION, ChangeEvent
@@ -308,3 +310,14 @@ def test_layer_changes_have_events(make_memory: MemoryFactory) -> None:
     }
     assert events[6].payload == {"scope": "research", "layer": "semantic", "removed": 1}
     assert all(event.session_id is None for event in events)
+
+
+def test_large_batches_of_events(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change with more events than one INSERT takes (a large prune or tier change)
+    writes them all, in order."""
+    monkeypatch.setattr(events_storage, "_PG_ROWS", 2)
+    memory = make_memory()
+    memory.add_messages("s", [HumanMessage(f"m{n}") for n in range(5)])
+    assert [event.payload["seq"] for event in settled(memory)] == [1, 2, 3, 4, 5]
