@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -70,3 +70,19 @@ def adopt(
         for mark in marks:
             function = mark(function)
         yield name, function
+
+
+def narrow(function: Callable[..., Any], argname: str, values: Sequence[object]) -> None:
+    """Keep only ``values`` of a peer test's ``argname`` parametrization.
+
+    Raises:
+        LookupError: When the test has no such parametrization (the peer changed).
+    """
+    marks: list[pytest.Mark] = list(getattr(function, "pytestmark", []))
+    for position, mark in enumerate(marks):
+        if mark.name == "parametrize" and mark.args[0] == argname:
+            kept = [value for value in mark.args[1] if value in values]
+            marks[position] = pytest.mark.parametrize(argname, kept).mark
+            function.pytestmark = marks  # type: ignore[attr-defined]
+            return
+    raise LookupError(f"{function.__name__} has no parametrization of {argname!r}")

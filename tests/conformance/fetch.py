@@ -55,6 +55,11 @@ PINS: dict[str, Pin] = {
             "tests/unit_tests/agents/model.py",
         ),
     ),
+    "langgraph-checkpoint": Pin(
+        "4.3.2",
+        "fcab8468c7e965d7055e2a35c253d73a145624ef4728b150ca7c361f4afca286",
+        ("tests/test_store.py", "tests/embed_test_utils.py"),
+    ),
 }
 
 
