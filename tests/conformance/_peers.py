@@ -49,7 +49,7 @@ def load(project: str, relative: str, name: str, aliases: Mapping[str, ModuleTyp
 def adopt(
     peer: ModuleType, excluded: Mapping[str, str], differences: Mapping[str, str]
 ) -> Iterator[tuple[str, Callable[..., Any]]]:
-    """The peer's test functions, with its module marks.
+    """The peer's test functions and ``Test*`` classes, with its module marks.
 
     Args:
         peer: The loaded peer test module.
@@ -62,7 +62,10 @@ def adopt(
     if not isinstance(module_marks, list):
         module_marks = [module_marks]
     for name, function in list(vars(peer).items()):
-        if not name.startswith("test_") or not callable(function) or name in excluded:
+        is_test = name.startswith("test_") or (
+            name.startswith("Test") and isinstance(function, type)
+        )
+        if not is_test or not callable(function) or name in excluded:
             continue
         marks = list(module_marks)
         if name in differences:

@@ -10,15 +10,11 @@ deployed store does.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
-from langgraph.store.base import IndexConfig, TTLConfig
-from tiermem_langgraph import TieredStore
 
-from ..conftest import MemoryFactory
+from ._langgraph import ConformanceStore, fixture_store_engine, fixture_substitute_stores
 from ._peers import adopt, load, narrow
 
 PROJECT = "langgraph-checkpoint"
@@ -46,9 +42,6 @@ NOT_ABOUT_THE_STORE: dict[str, str] = {
     "test_validate_op_namespace_allows_empty_prefix_and_wildcards": (
         "tests LangGraph's validate_op_namespace helper on bare operations"
     ),
-    "test_async_batched_vector_search_concurrent": (
-        "tests AsyncBatchedBaseStore's merging of 150 concurrent writes and 9 searches"
-    ),
 }
 
 #: Peer tests run with only the parameters that reach the store: (name, kept values, reason).
@@ -65,26 +58,6 @@ NARROWED: dict[str, tuple[str, list[object], str]] = {
 DIFFERENCES: dict[str, str] = {}
 
 
-class ConformanceStore(TieredStore):
-    """``TieredStore`` built the way the peer tests build ``InMemoryStore``.
-
-    Each instance is a store on a new tiermem project of the test's database;
-    ``index=`` and ``ttl=`` are the same configurations ``InMemoryStore`` takes.
-    """
-
-    make_memory: ClassVar[MemoryFactory | None] = None
-    _projects: ClassVar[Iterator[int]] = itertools.count()
-
-    def __init__(
-        self, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None, **_: Any
-    ) -> None:
-        # Read from the class: a function stored on it would bind to the instance.
-        make_memory = ConformanceStore.make_memory
-        assert make_memory is not None
-        memory = make_memory(project=f"peer-{next(self._projects)}", clock=None)
-        super().__init__(memory, index=index, ttl=ttl)
-
-
 def _peer_module() -> Any:
     utils = load(PROJECT, "tests/embed_test_utils.py", "peer_langgraph_embed_test_utils", {})
     return load(
@@ -99,9 +72,8 @@ PEER = _peer_module()
 
 
 @pytest.fixture(autouse=True)
-def _substitute(make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every store a peer test builds is a ``TieredStore`` on this test's backend."""
-    monkeypatch.setattr(ConformanceStore, "make_memory", make_memory)
+def _substitute(substitute_stores: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every store a peer test builds is a ``TieredStore`` on this module's database."""
     monkeypatch.setattr(PEER, "InMemoryStore", ConformanceStore)
 
 
@@ -110,5 +82,7 @@ fake_embeddings = PEER.fake_embeddings
 
 for _name, (_argname, _kept, _reason) in NARROWED.items():
     narrow(getattr(PEER, _name), _argname, _kept)
+
+__all__ = ["fixture_store_engine", "fixture_substitute_stores"]
 
 globals().update(adopt(PEER, NOT_ABOUT_THE_STORE, DIFFERENCES))
