@@ -1,6 +1,6 @@
 """langgraph-checkpoint-sqlite's store tests, with every ``SqliteStore`` they build
-replaced by a ``TieredStore`` on a fresh tiermem project of this test's database,
-on SQLite and PostgreSQL.
+replaced by a ``TieredStore`` on a new tiermem project of this module's fresh
+database, on SQLite and PostgreSQL.
 
 The test file comes from the pinned langgraph-checkpoint-sqlite sdist
 (``tests/conformance/fetch.py``). Its ``store`` fixture and ``create_vector_store``

@@ -1,6 +1,6 @@
 """langgraph-checkpoint's store tests, with every ``InMemoryStore`` they build
-replaced by a ``TieredStore`` on a fresh tiermem project of this test's database,
-on SQLite and PostgreSQL.
+replaced by a ``TieredStore`` on a new tiermem project of this module's fresh
+database, on SQLite and PostgreSQL.
 
 The test file comes from the pinned langgraph-checkpoint sdist
 (``tests/conformance/fetch.py``). Each store a peer test builds is empty and apart
