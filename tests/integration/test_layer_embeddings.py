@@ -5,6 +5,7 @@ vectors that follow their items."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 import sqlalchemy as sa
@@ -14,9 +15,11 @@ from tests.conftest import MemoryFactory
 from tiermem import ConversationMemory
 from tiermem._core.dense import encode_all
 from tiermem._storage.item_vectors import store_item_vectors, to_embed_items
+from tiermem._storage.items import NewItem, upsert_fact
 from tiermem.errors import EmbeddingFailed
 from tiermem.layers import LayeredMemory
 from tiermem.testing import ManualClock
+from tiermem.tiers import DEFAULT_POLICY
 
 from .test_search_embeddings import BlockedEmbeddings, BrokenEmbeddings, ConceptEmbeddings
 
@@ -25,9 +28,7 @@ def _vectors(memory: ConversationMemory) -> list[tuple[int, str, bytes]]:
     """(item id, model, vector) of every stored layer item vector."""
     memory.database.ensure_schema()  # working memory alone never opened it
     with memory.database.engine.connect() as conn:
-        rows = conn.execute(
-            sa.text("SELECT item_id, model, vector FROM tiermem_layer_item_vector")
-        )
+        rows = conn.execute(sa.text("SELECT item_id, model, vector FROM tiermem_layer_item_vector"))
         return sorted((int(row[0]), str(row[1]), bytes(row[2])) for row in rows)
 
 
@@ -195,6 +196,40 @@ def test_a_vector_of_an_outdated_text_is_not_stored(make_memory: MemoryFactory) 
     _drain(memory)
     assert layers.search("semantic", "meal")[0].item.content == "the supper"
     assert [row[2] for row in _vectors(memory)] != [vector]
+
+
+def test_a_vector_stored_during_a_change_waits_for_it(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """A vector of the old text stored while another transaction changes the text
+    waits for that transaction, then finds the text changed and stores nothing (on
+    PostgreSQL the check's share lock waits; SQLite serializes the writers)."""
+    memory = make_memory()
+    memory.layers("u").learn("favourite", "the beagle")
+    engine = memory.database.engine
+    with engine.connect() as conn:
+        (stale,) = to_embed_items(conn, memory.project, "m")
+    vector = encode_all([[1.0, 0.0]], 1)[0]
+    new = NewItem("semantic", "favourite", "the sedan", "{}", 2, 18)
+    stored: list[int] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with engine.begin() as conn:
+                stored.append(store_item_vectors(conn, "m", [(stale, vector)]))
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    with engine.begin() as conn:
+        upsert_fact(conn, stale.scope_pk, new, clock(), DEFAULT_POLICY)
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join(0.5)  # it waits for this transaction
+    thread.join(30)
+    assert errors == []
+    assert stored == [0]
+    assert _vectors(memory) == []
 
 
 def test_vectors_go_with_their_items(make_memory: MemoryFactory, clock: ManualClock) -> None:
