@@ -20,6 +20,7 @@ ranking adds the tier boost and a recency bonus of at most
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -32,12 +33,29 @@ from ..tiers import TierPolicy
 from . import item_vectors
 from .hybrid import POOL, RECENCY_BONUS, DenseQuery
 from .items import item_candidates, live_since, touch_ranked
-from .layer_schema import item_table
-from .search import Candidate, epoch, rank
+from .search import Candidate, rank
 
 __all__ = ["search_items"]
 
-IC = item_table.c
+
+def _seconds(dialect: str, column: str) -> str:
+    """SQL of a time column as seconds since the epoch (no datetime per row in Python)."""
+    if dialect == "postgresql":
+        return f"extract(epoch FROM {column})"
+    return f"(julianday({column}) - 2440587.5) * 86400.0"
+
+
+@functools.cache
+def _live_statement(dialect: str) -> sa.TextClause:
+    # The cutoff is typed: on SQLite it is bound in the one text format times are stored in.
+    return sa.text(
+        f"SELECT id, {_seconds(dialect, 'created_at')}, {_seconds(dialect, 'last_accessed')} "
+        "FROM tiermem_layer_item WHERE id IN :ids AND scope_pk = :pk AND layer = :layer "
+        "AND last_accessed >= :since"
+    ).bindparams(
+        sa.bindparam("ids", expanding=True),
+        sa.bindparam("since", type_=sa.DateTime(timezone=True)),
+    )
 
 
 def _live(
@@ -45,15 +63,9 @@ def _live(
 ) -> dict[int, tuple[float, float]]:
     """Of the items ``ids``, those of the scope's layer that are not expired: id ->
     (created, last accessed) in seconds since the epoch."""
-    rows = conn.execute(
-        sa.select(IC.id, IC.created_at, IC.last_accessed).where(
-            IC.id.in_(list(ids)),
-            IC.scope_pk == pk,
-            IC.layer == layer,
-            IC.last_accessed >= as_utc(since),
-        )
-    )
-    return {int(row[0]): (epoch(row[1]), epoch(row[2])) for row in rows}
+    params = {"ids": list(ids), "pk": pk, "layer": layer, "since": as_utc(since)}
+    rows = conn.execute(_live_statement(conn.dialect.name), params)
+    return {int(row[0]): (float(row[1]), float(row[2])) for row in rows}
 
 
 def _similar(

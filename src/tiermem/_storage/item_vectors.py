@@ -118,13 +118,24 @@ def forget_item_vectors(conn: Connection, ids: Sequence[int]) -> None:
         conn.execute(sa.delete(item_vector_table).where(V.item_id.in_(list(ids))))
 
 
+_IN_LAYER = (
+    V.scope_pk == sa.bindparam("pk"),
+    V.layer == sa.bindparam("layer"),
+    V.model == sa.bindparam("model"),
+)
+# Built once: a search runs them on every call.
+_VERSION = sa.select(sa.func.count(), sa.func.coalesce(sa.func.max(V.id), 0)).where(*_IN_LAYER)
+_VECTORS = (
+    sa.select(V.id, V.item_id, V.vector)
+    .where(*_IN_LAYER, V.id > sa.bindparam("after"))
+    .order_by(V.id)
+)
+
+
 def layer_version(conn: Connection, scope_pk: int, layer: str, model: str) -> tuple[int, int]:
     """How many vectors of ``model`` a scope's layer has, and their largest row id."""
-    count, last = conn.execute(
-        sa.select(sa.func.count(), sa.func.coalesce(sa.func.max(V.id), 0)).where(
-            V.scope_pk == scope_pk, V.layer == layer, V.model == model
-        )
-    ).one()
+    params = {"pk": scope_pk, "layer": layer, "model": model}
+    count, last = conn.execute(_VERSION, params).one()
     return int(count), int(last)
 
 
@@ -133,9 +144,5 @@ def layer_vectors(
 ) -> list[tuple[int, int, bytes]]:
     """A scope's layer's vectors of ``model`` with a row id above ``after``: (row id,
     item id, vector), in row id order."""
-    query = (
-        sa.select(V.id, V.item_id, V.vector)
-        .where(V.scope_pk == scope_pk, V.layer == layer, V.model == model, V.id > after)
-        .order_by(V.id)
-    )
-    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in conn.execute(query)]
+    params = {"pk": scope_pk, "layer": layer, "model": model, "after": after}
+    return [(int(row[0]), int(row[1]), bytes(row[2])) for row in conn.execute(_VECTORS, params)]
