@@ -37,10 +37,10 @@ async def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--no-feed", action="store_true", help="turn the change feed off")
     args = parser.parse_args()
-    memory = ConversationMemory(
-        args.url, project=f"bench-{uuid.uuid4().hex[:8]}", config=MemoryConfig(max_tokens=2000)
-    )
+    config = MemoryConfig(max_tokens=2000, change_feed=not args.no_feed)
+    memory = ConversationMemory(args.url, project=f"bench-{uuid.uuid4().hex[:8]}", config=config)
     await memory.aadd_user_message("warm-up", "hello")
     latencies: list[float] = []
     started = time.perf_counter()

@@ -18,10 +18,21 @@ scopes (item ``i`` in scope ``i % scopes``), the worst case for locality.
 
 Targets on SQLite: ``search`` p95 under 20 ms, ``append`` p50 under 1 ms.
 
+With ``--dense DIM`` every item also gets a random unit vector of ``DIM``
+numbers, bulk-loaded into ``tiermem_layer_item_vector`` under the model id of
+langchain-core's ``DeterministicFakeEmbedding(size=DIM)``, and the same
+queries are timed on a memory with that model (hybrid search: BM25 fused with
+the exact cosine over the scope's layer): first the first query of each scope
+(its vectors are read from the database), then every query again (the
+vectors come from the process's cache). The query's own embedding is timed
+separately. Appends are timed on that memory too (each queues its item for the
+background embedding worker).
+
 Usage::
 
     .venv/bin/python benchmarks/layers_bench.py                    # both backends
     .venv/bin/python benchmarks/layers_bench.py --backend sqlite --items 100000
+    .venv/bin/python benchmarks/layers_bench.py --items 100000 --scopes 100 --dense 384
 
 Results go to ``benchmarks/results/layers_bench.json`` (git-ignored).
 """
@@ -47,10 +58,13 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem._core.embedder import model_id
 from tiermem._storage.layer_schema import item_table, scope_table
+from tiermem._storage.vector_schema import item_vector_table
 
 PG_URL = os.environ.get(
     "TIERMEM_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -201,6 +215,105 @@ def bulk_load(
     return samples
 
 
+class TimedFakeEmbedding(DeterministicFakeEmbedding):
+    """The fake model, timing each query embedding."""
+
+    query_seconds: list[float] = []
+
+    def embed_query(self, text: str) -> list[float]:
+        """The fake vector of ``text``; its time is recorded."""
+        started = time.perf_counter()
+        vector = super().embed_query(text)
+        self.query_seconds.append(time.perf_counter() - started)
+        return vector
+
+
+def load_vectors(engine: Engine, size: int, seed: int) -> str:
+    """Give every item a random unit vector of ``size`` numbers under the fake
+    model's id; returns that id."""
+    import numpy as np
+
+    model = model_id(TimedFakeEmbedding(size=size))
+    rng = np.random.default_rng(seed)
+    started, done = time.perf_counter(), 0
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(item_table.c.id, item_table.c.scope_pk).order_by(item_table.c.id)
+        ).all()
+    for start in range(0, len(rows), 20_000):
+        batch = rows[start : start + 20_000]
+        matrix = rng.standard_normal((len(batch), size)).astype("<f4")
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        values = [
+            {
+                "item_id": int(item_id),
+                "scope_pk": int(scope_pk),
+                "layer": "episodic",
+                "model": model,
+                "vector": vector.tobytes(),
+            }
+            for (item_id, scope_pk), vector in zip(batch, matrix, strict=True)
+        ]
+        with engine.begin() as conn:
+            conn.execute(sa.insert(item_vector_table), values)
+        done += len(batch)
+        rate = done / (time.perf_counter() - started)
+        print(f"\r  loaded {done:>9,} / {len(rows):,} vectors ({rate:,.0f}/s)", end="", flush=True)
+    print()
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("VACUUM ANALYZE")
+        else:
+            conn.exec_driver_sql("ANALYZE")
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    return model
+
+
+def run_dense(
+    engine: Engine,
+    corpus: Corpus,
+    queries: list[tuple[int, str, str]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Hybrid search (scopes searched first, then again) and appends with embeddings."""
+    started = time.perf_counter()
+    load_vectors(engine, args.dense, args.seed)
+    results: dict[str, Any] = {"dim": args.dense}
+    results["vector_load_seconds"] = round(time.perf_counter() - started, 1)
+    model = TimedFakeEmbedding(size=args.dense)
+    memory = ConversationMemory(
+        engine=engine, project=PROJECT, config=MemoryConfig(), embeddings=model
+    )
+    firsts: dict[int, tuple[int, str, str]] = {}
+    for asked in queries:  # the first query of each scope: its vectors are not cached
+        firsts.setdefault(asked[0], asked)
+    passes = {"search_first": list(firsts.values()), "search_again": queries}
+    for label, batch in passes.items():
+        model.query_seconds.clear()
+        times = []
+        for scope, text, _ in batch:
+            times.append(timed(memory.layers(scope_name(scope)).search, "episodic", text)[0])
+        results[label] = percentiles(times)
+        results[f"{label}_query_embedding"] = percentiles(model.query_seconds)
+    rng = random.Random(args.seed + 3)
+    append_times = []
+    for _ in range(args.appends):
+        layers = memory.layers(scope_name(rng.randrange(args.scopes)))
+        append_times.append(timed(layers.append, "episodic", corpus.text())[0])
+    results["append"] = percentiles(append_times)
+    memory.close()
+    first, again, append = results["search_first"], results["search_again"], results["append"]
+    print(
+        f"  hybrid search, a scope's first query      p50 {first['p50_ms']:7.2f} ms  "
+        f"p95 {first['p95_ms']:7.2f} ms\n"
+        f"  hybrid search, every query again          p50 {again['p50_ms']:7.2f} ms  "
+        f"p95 {again['p95_ms']:7.2f} ms\n"
+        f"  append with embeddings  p50 {append['p50_ms']:7.3f} ms  "
+        f"p95 {append['p95_ms']:7.3f} ms"
+    )
+    return results
+
+
 def timed(call: Callable[..., Any], *args: Any) -> tuple[float, Any]:
     """Seconds one call takes, and what it returned."""
     started = time.perf_counter()
@@ -248,8 +361,8 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             scope, text, _ = query()
             memory.layers(scope_name(scope)).search("episodic", text)
         search_times, found_top10, found_top1 = [], 0, 0
-        for _ in range(args.queries):
-            scope, text, source = query()
+        asked = [query() for _ in range(args.queries)]
+        for scope, text, source in asked:
             seconds, hits = timed(memory.layers(scope_name(scope)).search, "episodic", text)
             search_times.append(seconds)
             contents = [hit.item.content for hit in hits]
@@ -264,6 +377,8 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             append_times.append(timed(layers.append, "episodic", corpus.text())[0])
         results["append"] = percentiles(append_times)
         memory.close()
+        if args.dense:
+            results["dense"] = run_dense(engine, corpus, asked, args)
     search, append = results["search"], results["append"]
     print(
         f"  bulk load (not the API): {results['load_seconds']:.1f} s\n"
@@ -290,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=2_000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--dense", type=int, default=0, help="also time hybrid search with vectors of this size"
+    )
     parser.add_argument(
         "--sqlite-dir",
         type=Path,

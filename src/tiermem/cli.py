@@ -392,14 +392,15 @@ def embed(
     project: ProjectOption = "default",
     quiet: QuietOption = False,
 ) -> None:
-    """Embed every entry of a project that has no vector of this model (a backfill,
-    or a re-embedding after a model change)."""
+    """Embed every entry and stored layer item of a project that has no vector of
+    this model (a backfill, or a re-embedding after a model change)."""
     with reported():
         model = load_embeddings(embeddings)
     with open_memory(url, project, read_only=True, embeddings=model) as memory:
         stored = memory.embed_missing()
     if not quiet:
-        console.print(f"{stored} entries of project {project!r} embedded", markup=False)
+        message = f"{stored} entries and layer items of project {project!r} embedded"
+        console.print(message, markup=False)
 
 
 @app.command()

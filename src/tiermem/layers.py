@@ -6,7 +6,8 @@ and memory, kept by the memory's :class:`LayerRegistry`, so every caller in the
 process shares its working memory). Working memory lives in the process; the
 episodic, semantic and procedural layers are rows of ``tiermem_layer_item`` with
 access tiers, searchable through the full-text index of
-:mod:`tiermem._storage.fts`.
+:mod:`tiermem._storage.fts` and, when the memory has embeddings, by meaning
+(:mod:`tiermem._storage.item_hybrid`).
 
 :class:`LayeredMemory` is a facade: each public method and its ``a``-prefixed
 async twin run the same operation of :mod:`tiermem._ops.layers` or
@@ -177,6 +178,12 @@ class LayeredMemory:
         The query is plain text: quotes, operators and punctuation are never
         syntax. No match is an empty list.
 
+        When the memory has embeddings, stored items (not working memory's) are
+        also found by meaning: relevance fuses BM25 with the cosine similarity
+        of every item of the scope's layer, as ``ConversationMemory.search``
+        does, and the recency bonus is at most 0.1. An item not embedded yet is
+        found by its words.
+
         Raises:
             InvalidArgument: unknown layer, a query that is not a str, limit < 1.
         """
@@ -188,7 +195,8 @@ class LayeredMemory:
 
     def match_rules(self, situation: str, limit: int = 5) -> list[Rule]:
         """The procedural rules whose condition or action best matches
-        ``situation``, best first, with their scores; each is an access."""
+        ``situation`` (by words, and by meaning given embeddings, as
+        :meth:`search`), best first, with their scores; each is an access."""
         return run(layer_ops.match_rules(self._state, situation, limit))
 
     async def amatch_rules(self, situation: str, limit: int = 5) -> list[Rule]:

@@ -72,8 +72,8 @@ class ConversationMemory:
         clock: returns an aware datetime within the years 1000-8999 (tests inject one).
         lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
         embeddings: any LangChain ``Embeddings`` (needs the ``embeddings`` extra):
-            entries are embedded in the background after each append and
-            :meth:`search` fuses similarity with BM25.
+            entries and layer items are embedded in the background after each
+            write, and searches (the layers' too) fuse similarity with BM25.
         dense_weight: the similarity ranking's weight in that fusion (BM25's is 1).
 
     Raises:
@@ -428,8 +428,8 @@ class ConversationMemory:
         return await arun(read.search(self._context, query, session_id, limit, window))
 
     def embed_missing(self) -> int:
-        """Embed every entry of the project that has no vector of this memory's model
-        (older entries, or all after a model change); returns how many were stored.
+        """Embed every entry and layer item of the project without a vector of this
+        memory's model (older ones, or all after a model change); returns how many.
         ``EmbeddingFailed`` if the model fails (earlier batches stay stored)."""
         return run(embed.embed_missing(self._context))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -49,7 +49,7 @@ def load(project: str, relative: str, name: str, aliases: Mapping[str, ModuleTyp
 def adopt(
     peer: ModuleType, excluded: Mapping[str, str], differences: Mapping[str, str]
 ) -> Iterator[tuple[str, Callable[..., Any]]]:
-    """The peer's test functions, with its module marks.
+    """The peer's test functions and ``Test*`` classes, with its module marks.
 
     Args:
         peer: The loaded peer test module.
@@ -62,7 +62,10 @@ def adopt(
     if not isinstance(module_marks, list):
         module_marks = [module_marks]
     for name, function in list(vars(peer).items()):
-        if not name.startswith("test_") or not callable(function) or name in excluded:
+        is_test = name.startswith("test_") or (
+            name.startswith("Test") and isinstance(function, type)
+        )
+        if not is_test or not callable(function) or name in excluded:
             continue
         marks = list(module_marks)
         if name in differences:
@@ -70,3 +73,19 @@ def adopt(
         for mark in marks:
             function = mark(function)
         yield name, function
+
+
+def narrow(function: Callable[..., Any], argname: str, values: Sequence[object]) -> None:
+    """Keep only ``values`` of a peer test's ``argname`` parametrization.
+
+    Raises:
+        LookupError: When the test has no such parametrization (the peer changed).
+    """
+    marks: list[pytest.Mark] = list(getattr(function, "pytestmark", []))
+    for position, mark in enumerate(marks):
+        if mark.name == "parametrize" and mark.args[0] == argname:
+            kept = [value for value in mark.args[1] if value in values]
+            marks[position] = pytest.mark.parametrize(argname, kept).mark
+            function.pytestmark = marks  # type: ignore[attr-defined]
+            return
+    raise LookupError(f"{function.__name__} has no parametrization of {argname!r}")

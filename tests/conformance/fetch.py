@@ -55,6 +55,16 @@ PINS: dict[str, Pin] = {
             "tests/unit_tests/agents/model.py",
         ),
     ),
+    "langgraph-checkpoint": Pin(
+        "4.3.2",
+        "fcab8468c7e965d7055e2a35c253d73a145624ef4728b150ca7c361f4afca286",
+        ("tests/test_store.py", "tests/embed_test_utils.py"),
+    ),
+    "langgraph-checkpoint-sqlite": Pin(
+        "3.1.2",
+        "4e3f376fa6f192d6ad2a1a4643b039986f1593552ef870e9e45281575de6fbf2",
+        ("tests/test_store.py",),
+    ),
 }
 
 

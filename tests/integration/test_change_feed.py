@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from langchain_core.messages import HumanMessage
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem._storage import events as events_storage
 from tiermem._storage import failpoints
 from tiermem.errors import InvalidArgument, StorageError, SummarizerFailed
 from tiermem.feed import EVENT_VERSION, ChangeEvent
@@ -172,26 +174,27 @@ def test_consumers_resume_after_their_acknowledgement(make_memory: MemoryFactory
     assert len(other) == 4  # consumers are independent
 
 
-def test_follow_wakes_for_new_events(make_memory: MemoryFactory) -> None:
-    """A follower waiting at the end of the feed receives an event committed later,
-    well within a poll interval of a second."""
+def test_follow_wakes_for_new_events(backend: str, make_memory: MemoryFactory) -> None:
+    """A follower waiting at the end of the feed receives an event committed later:
+    on PostgreSQL at once, woken by the notification long before its 5-second poll
+    interval; on SQLite at its next poll."""
     memory = make_memory()
     writer = make_memory()
     received: list[tuple[ChangeEvent, float]] = []
+    poll = 5.0 if backend == "postgres" else 0.2
 
     def follow() -> None:
-        for event in memory.feed.follow(poll_interval=1.0, idle_timeout=3.0):
+        for event in memory.feed.follow(poll_interval=poll, idle_timeout=8.0):
             received.append((event, time.monotonic()))
             return
 
     thread = threading.Thread(target=follow)
     thread.start()
-    time.sleep(0.3)
+    time.sleep(0.5)
     started = time.monotonic()
     writer.add_user_message("s", "wake up")
-    thread.join(timeout=10)
+    thread.join(timeout=15)
     assert len(received) == 1 and received[0][0].kind == "entry:added"
-    # SQLite polls (up to poll_interval); PostgreSQL is woken by NOTIFY.
     assert received[0][1] - started < 1.5
 
 
@@ -308,3 +311,14 @@ def test_layer_changes_have_events(make_memory: MemoryFactory) -> None:
     }
     assert events[6].payload == {"scope": "research", "layer": "semantic", "removed": 1}
     assert all(event.session_id is None for event in events)
+
+
+def test_large_batches_of_events(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change with more events than one INSERT takes (a large prune or tier change)
+    writes them all, in order."""
+    monkeypatch.setattr(events_storage, "_PG_ROWS", 2)
+    memory = make_memory()
+    memory.add_messages("s", [HumanMessage(f"m{n}") for n in range(5)])
+    assert [event.payload["seq"] for event in settled(memory)] == [1, 2, 3, 4, 5]

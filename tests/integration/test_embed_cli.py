@@ -39,7 +39,7 @@ def test_embed_backfills_then_has_nothing_left(url: str) -> None:
     spec = f"{__name__}:small_model"
     first = runner.invoke(cli.app, ["embed", "--url", url, "--embeddings", spec])
     assert first.exit_code == 0, first.output
-    assert "5 entries of project 'default' embedded" in first.stdout
+    assert "5 entries and layer items of project 'default' embedded" in first.stdout
     again = runner.invoke(cli.app, ["embed", "--url", url, "--embeddings", spec])
     assert "0 entries" in again.stdout
     with ConversationMemory(url, embeddings=small_model()) as memory:

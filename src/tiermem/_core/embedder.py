@@ -1,6 +1,6 @@
 """A memory's embedding model and what goes with it: the id stored with its
-vectors, the fusion weight, the background queue that embeds new entries, and
-the per-process cache of session vectors.
+vectors, the fusion weight, the background queue that embeds new entries and
+layer items, and the per-process cache of session and layer vectors.
 
 numpy (the ``embeddings`` extra) is imported only when an ``Embedder`` is made.
 """
@@ -70,28 +70,30 @@ class Embedder:
         self.weight = float(weight)
         self.cache: VectorCache = dense.VectorCache()
         self.queue = BackgroundQueue("embed")
-        self._waiting: list[int] = []
+        self._waiting: dict[str, list[int]] = {}
         self._lock = threading.Lock()
         _EMBEDDERS.add(self)
 
-    def add(self, ids: list[int]) -> None:
-        """Remember new entries to embed."""
+    def add(self, ids: list[int], kind: str = "entry") -> None:
+        """Remember new rows to embed: entries, or layer items (``kind="item"``)."""
         with self._lock:
-            self._waiting.extend(ids)
+            self._waiting.setdefault(kind, []).extend(ids)
 
-    def take(self, n: int) -> list[int]:
-        """Up to ``n`` of the entries waiting, oldest first (they stop waiting)."""
+    def take(self, n: int, kind: str = "entry") -> list[int]:
+        """Up to ``n`` of the rows of ``kind`` waiting, oldest first (they stop
+        waiting)."""
         with self._lock:
-            taken, self._waiting = self._waiting[:n], self._waiting[n:]
+            waiting = self._waiting.get(kind, [])
+            taken, self._waiting[kind] = waiting[:n], waiting[n:]
         return taken
 
     def after_fork(self) -> None:
         """Forget what the parent was embedding (its worker does not exist in a
-        forked child; the entries stay findable by words and ``embed_missing``
+        forked child; the rows stay findable by words and ``embed_missing``
         embeds them), and start a new vector cache: a parent's thread may have held
         the old one's lock when the process forked."""
         self._lock = threading.Lock()
-        self._waiting = []
+        self._waiting = {}
         self.cache = type(self.cache)()
 
 

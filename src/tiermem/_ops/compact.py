@@ -20,6 +20,7 @@ from .._storage import items as layer_store
 from ..errors import InvalidArgument, SummarizationError, SummarizerOutputInvalid
 from ..layer_models import LayerCompaction, LayerItem, LayerType
 from ..tiers import calculate_tier
+from .embed import queue_items
 from .layer_base import LayerScope, check_count, parse_layer, prepare, read, to_item, totals, write
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
             return _compacted(layer, folded, row["id"])
 
         row = yield from write(scope, replace, compacted)
+        queue_items(context, [row["id"]])  # its new text, embedded in the background
         summary = to_item(scope.name, row)
         removed += len(batch) - 1
         if older - len(batch) + 1 < 2:

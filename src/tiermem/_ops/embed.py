@@ -1,4 +1,5 @@
-"""Embedding entries: in the background after each append, and as a backfill.
+"""Embedding entries and layer items: in the background after each write, and as
+a backfill.
 
 An append commits first; then its entries are queued for the memory's embedding
 worker (one thread), which embeds whatever is waiting in batches, outside any
@@ -8,6 +9,10 @@ the vectors: the entries are stored and found by words, and
 :func:`embed_missing` (``tiermem embed``) embeds them later. Entries appended
 before the memory had embeddings, by another process, or by a process killed
 before its worker ran, are embedded the same way.
+
+Stored layer items (episodic, semantic, procedural) go the same way
+(:func:`queue_items` after the write that stored or changed them). An item's
+embedded text is its key or condition and its content (``key: content``).
 """
 
 from __future__ import annotations
@@ -17,11 +22,20 @@ from collections.abc import Sequence
 
 from .._core.context import MemoryContext
 from .._core.embedder import Embedder
+from .._core.messages import load_text
 from .._core.runner import Embed, Op, run
-from .._storage import vectors
+from .._storage import item_vectors, vectors
 from ..errors import EmbeddingFailed, InvalidArgument
 
-__all__ = ["BATCH", "MAX_EMBEDDED_CHARS", "embed_missing", "query_vector", "queue_entries"]
+__all__ = [
+    "BATCH",
+    "MAX_EMBEDDED_CHARS",
+    "embed_missing",
+    "item_text",
+    "query_vector",
+    "queue_entries",
+    "queue_items",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +66,19 @@ def _vectors(embedder: Embedder, texts: list[str], *, query: bool = False) -> Op
         raise EmbeddingFailed(f"the embedding model returned {exc}") from exc
 
 
+def _documents(embedder: Embedder, texts: list[str]) -> Op[list[bytes]]:
+    """The stored forms of the vectors of ``texts``, embedded as documents."""
+    texts = [text[:MAX_EMBEDDED_CHARS] for text in texts]
+    # A blank text (a tool call's empty entry) gets the zero vector: it is stored,
+    # so no backfill asks for it again, and it is similar to nothing.
+    wanted = [i for i, text in enumerate(texts) if text.strip()]
+    found = yield from _vectors(embedder, [texts[i] for i in wanted] or ["."])
+    blobs = [bytes(len(found[0]))] * len(texts)
+    for i, blob in zip(wanted, found, strict=False):
+        blobs[i] = blob
+    return blobs
+
+
 def _embed(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> Op[tuple[int, int]]:
     """Embed up to ``limit`` entries without a vector of the model (of ``ids``, or
     the oldest); returns (entries read, vectors stored)."""
@@ -62,14 +89,7 @@ def _embed(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> Op[tupl
     )
     if not rows:
         return 0, 0
-    texts = [content[:MAX_EMBEDDED_CHARS] for _, _, content in rows]
-    # A blank entry (a tool call's empty text) gets the zero vector: it is stored,
-    # so no backfill asks for it again, and it is similar to nothing.
-    wanted = [i for i, text in enumerate(texts) if text.strip()]
-    found = yield from _vectors(embedder, [texts[i] for i in wanted] or ["."])
-    blobs = [bytes(len(found[0]))] * len(rows)
-    for i, blob in zip(wanted, found, strict=False):
-        blobs[i] = blob
+    blobs = yield from _documents(embedder, [content for _, _, content in rows])
     stored_rows = [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)]
     stored = yield from ctx.transact(
         lambda conn: vectors.store_vectors(conn, embedder.model, stored_rows)
@@ -77,36 +97,78 @@ def _embed(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> Op[tupl
     return len(rows), stored
 
 
-def queue_entries(ctx: MemoryContext, ids: Sequence[int]) -> None:
-    """After an append committed: have the background worker embed these entries."""
+def item_text(key: str | None, content: str) -> str:
+    """The text embedded for a layer item of this stored key (or condition) and
+    content."""
+    text = load_text(content)
+    return text if key is None else f"{load_text(key)}: {text}"
+
+
+def _embed_items(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> Op[tuple[int, int]]:
+    """Embed up to ``limit`` layer items without a vector of the model (of ``ids``,
+    or the oldest); returns (items read, vectors stored)."""
+    embedder = _embedder(ctx)
+    rows = yield from ctx.transact(
+        lambda conn: item_vectors.to_embed_items(
+            conn, ctx.project, embedder.model, ids=ids, limit=limit
+        ),
+        write=False,
+    )
+    if not rows:
+        return 0, 0
+    blobs = yield from _documents(embedder, [item_text(row.key, row.content) for row in rows])
+    pairs = list(zip(rows, blobs, strict=True))
+    stored = yield from ctx.transact(
+        lambda conn: item_vectors.store_item_vectors(conn, embedder.model, pairs)
+    )
+    return len(rows), stored
+
+
+def _queue(ctx: MemoryContext, ids: Sequence[int], kind: str) -> None:
+    """Have the background worker embed these rows (entries or items) after the
+    write that stored them committed."""
     embedder = ctx.embedder
     if embedder is None or not ids:
         return
-    embedder.add(list(ids))
+    embedder.add(list(ids), kind)
+    embed = _embed if kind == "entry" else _embed_items
 
     def work() -> None:
-        while batch := embedder.take(BATCH):
+        while batch := embedder.take(BATCH, kind):
             try:
-                run(_embed(ctx, batch, len(batch)))
-            except Exception:  # the entries stay findable by words; a backfill embeds them
-                logger.exception("embedding %d entries failed", len(batch))
+                run(embed(ctx, batch, len(batch)))
+            except Exception:  # the rows stay findable by words; a backfill embeds them
+                logger.exception("embedding %d rows (%s) failed", len(batch), kind)
 
-    embedder.queue.submit("embed", work)
+    embedder.queue.submit(f"embed {kind}", work)
+
+
+def queue_entries(ctx: MemoryContext, ids: Sequence[int]) -> None:
+    """After an append committed: have the background worker embed these entries."""
+    _queue(ctx, ids, "entry")
+
+
+def queue_items(ctx: MemoryContext, ids: Sequence[int]) -> None:
+    """After a layer write committed: have the background worker embed these items
+    (those that have a vector of the model already are skipped)."""
+    _queue(ctx, ids, "item")
 
 
 def embed_missing(ctx: MemoryContext, batch: int = 256) -> Op[int]:
-    """Embed every entry of the project without a vector of the memory's model (new
-    ones, or all after a model change); returns how many vectors were stored.
+    """Embed every entry and every stored layer item of the project without a vector
+    of the memory's model (new ones, or all after a model change); returns how many
+    vectors were stored.
 
     Raises:
         EmbeddingFailed: the model failed; the batches before were stored.
     """
     total = 0
-    while True:
-        read, stored = yield from _embed(ctx, None, batch)
-        total += stored
-        if read < batch:
-            break
+    for embed in (_embed, _embed_items):
+        while True:
+            read, stored = yield from embed(ctx, None, batch)
+            total += stored
+            if read < batch:
+                break
     return total
 
 

@@ -17,6 +17,7 @@ from .._storage import fts
 from .._storage import items as layer_store
 from ..errors import InvalidArgument
 from ..layer_models import KnowledgeEntry, LayerHit, LayerItem, LayerStats, LayerType, Rule
+from .embed import query_vector, queue_items
 from .layer_base import (
     LayerScope,
     check_count,
@@ -34,7 +35,7 @@ from .layer_base import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import RowMapping
+    from sqlalchemy.engine import Connection, RowMapping
 
     from .._core.runner import Op
 
@@ -87,6 +88,7 @@ def append(
         row = yield from write(
             scope, lambda conn, pk: layer_store.insert_item(conn, pk, item, now), appended
         )
+    queue_items(context, [row["id"]])  # committed: embedded in the background
     return to_item(scope.name, row)
 
 
@@ -112,26 +114,35 @@ def add_rule(
 def _hits(
     scope: LayerScope, type: LayerType | str, query: str, limit: int
 ) -> Op[list[tuple[LayerItem, float]]]:
-    """The scored items of a layer matching any word of ``query``, best first (each an
-    access)."""
+    """The scored items of a layer matching any word of ``query`` or, given
+    embeddings, close to it in meaning, best first (each an access)."""
     layer = parse_layer(type)
     if not isinstance(query, str):
         raise InvalidArgument(f"query must be a str, got {query.__class__.__name__}")
     check_count("limit", limit, 1)
     words = fts.query_words(query)
-    if not words:
-        return []
     context = scope.context
     now, policy = context.now(), context.config.tier_policy
-    if layer is LayerType.WORKING:
-        return scope.working.search(words, limit, now, policy)
+    if layer is LayerType.WORKING:  # in this process: by words alone
+        return scope.working.search(words, limit, now, policy) if words else []
+    vector = yield from query_vector(context, query)
+    embedder = context.embedder
+    if vector is None or embedder is None:
+        if not words:
+            return []
+
+        def search(conn: Connection, pk: int) -> list[tuple[RowMapping, float]]:
+            return layer_store.search_items(conn, pk, layer.value, words, limit, now, policy)
+    else:
+        from .._storage import hybrid, item_hybrid  # numpy: only for a memory with embeddings
+
+        dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
+
+        def search(conn: Connection, pk: int) -> list[tuple[RowMapping, float]]:
+            return item_hybrid.search_items(conn, pk, layer.value, words, limit, now, policy, dense)
+
     nothing: list[tuple[RowMapping, float]] = []
-    hits = yield from read(
-        scope,
-        lambda conn, pk: layer_store.search_items(conn, pk, layer.value, words, limit, now, policy),
-        nothing,
-        write=True,  # a hit is an access
-    )
+    hits = yield from read(scope, search, nothing, write=True)  # a hit is an access
     return [(to_item(scope.name, row), score) for row, score in hits]
 
 

@@ -23,7 +23,9 @@ FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 def _segments(path: str) -> list[str]:
     parts = path.split(".")
     if not path or any(not part for part in parts):
-        raise InvalidArgument(f"filter key {path!r} must be dot-separated non-empty field names")
+        raise InvalidArgument(
+            f"Invalid filter key {path!r}: use dot-separated non-empty field names"
+        )
     return parts
 
 
@@ -112,6 +114,8 @@ def _equals(target: _Target, expected: Any) -> sa.ColumnElement[bool]:
     if _is_number(expected):
         return _compare(target, "=", expected)
     if isinstance(expected, str):
+        if target.dialect == "postgresql" and "\x00" in expected:
+            return sa.false()  # jsonb holds no NUL: no stored string equals it
         return sa.and_(kind == names["string"], _text(target) == expected)
     raise InvalidArgument(f"cannot filter on a {type(expected).__name__} value: {expected!r}")
 
@@ -132,6 +136,11 @@ def _compare(target: _Target, operator: str, operand: Any) -> sa.ColumnElement[b
         # A CASE: PostgreSQL does not promise to test the type before the cast.
         return sa.case((kind == "number", number.op(operator)(float(operand))), else_=sa.false())
     if isinstance(operand, str) and not isinstance(operand, bool):
+        if target.dialect == "postgresql" and "\x00" in operand:
+            # PostgreSQL text holds no NUL, and jsonb strings never do; NUL sorts first,
+            # so against NUL-free strings "x > s" is "x > cut", "x < s" is "x <= cut".
+            operand = operand[: operand.index("\x00")]
+            operator = {">": ">", ">=": ">", "<": "<=", "<=": "<="}[operator]
         return sa.and_(
             kind == _TYPES[target.dialect]["string"], _text(target).op(operator)(operand)
         )

@@ -10,7 +10,8 @@
 * ``tiermem_consumer``: the acknowledged position of each named consumer.
 
 On PostgreSQL a statement trigger sends ``NOTIFY tiermem_event`` when events are
-inserted, so followers wake at the commit instead of polling.
+inserted (by one transaction at a time: see :data:`NOTIFY_LOCK_KEY`), so followers
+wake at the commit instead of waiting for their poll interval.
 
 Importing this module registers the tables with
 :func:`tiermem._storage.schema.create_tables` and the trigger as an
@@ -79,11 +80,21 @@ class ConsumerRow(SQLModel, table=True):
 event_table: sa.Table = EventRow.__table__  # type: ignore[attr-defined]
 consumer_table: sa.Table = ConsumerRow.__table__  # type: ignore[attr-defined]
 
+#: Advisory lock key ("tevn") taken by the one transaction that notifies at a time.
+NOTIFY_LOCK_KEY = 0x7465_766E
+
+# PostgreSQL serializes the commits of notifying transactions (a database-wide lock
+# held to the end of the commit), which under many concurrent writers cost more than
+# writing the events. So only a transaction that gets the advisory lock notifies;
+# one that commits while another holds it is seen by the follower's next read, woken
+# by the other's notification or, at worst, by its poll interval.
 _NOTIFY_FUNCTION = f"""\
 CREATE OR REPLACE FUNCTION tiermem_event_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('{NOTIFY_CHANNEL}', '');
+    IF pg_try_advisory_xact_lock({NOTIFY_LOCK_KEY}) THEN
+        PERFORM pg_notify('{NOTIFY_CHANNEL}', '');
+    END IF;
     RETURN NULL;
 END $$"""
 

@@ -68,13 +68,10 @@ class StoredEvent:
     created_at: datetime
 
 
-_PG_XID = sa.cast(sa.cast(sa.func.pg_current_xact_id(), sa.Text), sa.BigInteger)
-
 _COLUMNS = ("project", "session_id", "kind", "payload", "created_at")
 _INSERT_SQLITE = sa.insert(event_table).values(
     xid=0, **{name: sa.bindparam(name, type_=V[name].type) for name in _COLUMNS}
 )
-_INSERT_PG = sa.insert(event_table).values(xid=_PG_XID)
 
 
 def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any) -> None:
@@ -82,27 +79,43 @@ def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any)
     ``now()`` expression)."""
     if not events:
         return
-    rows = [
-        {
-            "project": project,
-            "session_id": event.session_id,
-            "kind": event.kind,
-            "payload": event.payload,
-            "created_at": now,
-        }
-        for event in events
-    ]
     if conn.dialect.name == "sqlite":
+        rows = [
+            {
+                "project": project,
+                "session_id": event.session_id,
+                "kind": event.kind,
+                "payload": event.payload,
+                "created_at": now,
+            }
+            for event in events
+        ]
         # A statement per row costs SQLite less than building a multi-row one.
         for row in rows:
             _driver.write(conn, _INSERT_SQLITE, row)
         return
-    if not isinstance(now, datetime):  # the server's clock: one expression for all rows
-        for row in rows:
-            del row["created_at"]
-        conn.execute(_INSERT_PG.values(created_at=now), rows)
-        return
-    conn.execute(_INSERT_PG, rows)
+    # One multi-row INSERT sent as written: compiling a statement per call costs more
+    # Python time than the round trip, and a turn's appends all pay it.
+    server_time = not isinstance(now, datetime)
+    value = "(pg_current_xact_id()::text::bigint, %s, %s, %s, %s, {})".format(
+        "now()" if server_time else "%s"
+    )
+    for start in range(0, len(events), _PG_ROWS):
+        chunk = events[start : start + _PG_ROWS]
+        args: list[Any] = []
+        for event in chunk:
+            args += (project, event.session_id, event.kind, event.payload)
+            if not server_time:
+                args.append(now)
+        conn.exec_driver_sql(_PG_INSERT + ", ".join([value] * len(chunk)), tuple(args))
+
+
+#: Rows per INSERT on PostgreSQL (a statement takes at most 65,535 parameters).
+_PG_ROWS = 1_000
+
+_PG_INSERT = (
+    "INSERT INTO tiermem_event (xid, project, session_id, kind, payload, created_at) VALUES "
+)
 
 
 _SETTLED = sa.text("xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint")

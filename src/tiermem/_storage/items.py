@@ -30,6 +30,7 @@ from .._core.messages import store_text
 from ..errors import CompressionConflict
 from ..tiers import MemoryTier, TierPolicy
 from . import fts
+from .item_vectors import forget_item_vectors
 from .layer_schema import ITEM_INDEX, in_project, item_partition, item_table, scope_table
 from .schema import dialect_insert
 from .search import Candidate, pg_candidates, rank
@@ -45,6 +46,7 @@ __all__ = [
     "get_scope_pk",
     "in_project",
     "insert_item",
+    "item_candidates",
     "layer_totals",
     "live_since",
     "older_items",
@@ -57,6 +59,8 @@ __all__ = [
     "recent_items",
     "replace_with_summary",
     "search_items",
+    "touch_items",
+    "touch_ranked",
     "upsert_fact",
 ]
 
@@ -158,9 +162,27 @@ def upsert_fact(
     conn: Connection, pk: int, item: NewItem, now: datetime, policy: TierPolicy
 ) -> RowMapping:
     """Insert a semantic item, or replace the value stored under its key (an access; a
-    fact that had expired is replaced by a new one, created now, never accessed)."""
+    fact that had expired is replaced by a new one, created now, never accessed). A
+    new value deletes the vector of the old one."""
     params = {**_values(pk, item, now), "since": live_since(now, policy)}
-    return conn.execute(_upsert(conn.dialect.name), params).mappings().one()
+    # Locked on PostgreSQL: nothing changes the value between this read and the
+    # upsert, so an unchanged value keeps its vector rightly.
+    key = {"scope_pk": pk, "item_key": params["item_key"]}
+    old = conn.execute(_old_value(conn.dialect.name), key).first()
+    row = conn.execute(_upsert(conn.dialect.name), params).mappings().one()
+    if old is None or old[0] != row["content"]:
+        forget_item_vectors(conn, [row["id"]])
+    return row
+
+
+@functools.cache
+def _old_value(dialect: str) -> sa.Select[tuple[str]]:
+    query = sa.select(IC.content).where(
+        IC.scope_pk == sa.bindparam("scope_pk"),
+        IC.layer == "semantic",
+        IC.item_key == sa.bindparam("item_key"),
+    )
+    return query.with_for_update() if dialect == "postgresql" else query
 
 
 _ACCESS = (
@@ -181,7 +203,7 @@ _TOUCH_KEY = _ACCESS.where(
 )
 
 
-def _touch(conn: Connection, ids: Sequence[int], now: datetime) -> list[RowMapping]:
+def touch_items(conn: Connection, ids: Sequence[int], now: datetime) -> list[RowMapping]:
     """Record an access of the items ``ids``; returns their updated rows."""
     return list(conn.execute(_TOUCH_IDS, {"ids": list(ids), "now": as_utc(now)}).mappings())
 
@@ -224,7 +246,7 @@ _SIZE = sa.select(sa.func.count(), sa.func.coalesce(sa.func.avg(IC.byte_size), 0
 )
 
 
-def _candidates(
+def item_candidates(
     conn: Connection, pk: int, layer: str, words: Sequence[str], since: datetime
 ) -> list[Candidate]:
     """The matching items that are not expired, with their BM25."""
@@ -280,12 +302,19 @@ def search_items(
     """The best ``limit`` items of a layer containing any of ``words`` with their
     scores, best first (:func:`tiermem._storage.search.rank`); each hit's access is recorded.
     Expired items are never candidates."""
-    candidates = _candidates(conn, pk, layer, words, live_since(now, policy))
+    candidates = item_candidates(conn, pk, layer, words, live_since(now, policy))
     if not candidates:
         return []
-    ranked = rank(candidates, as_utc(now), policy, limit)
+    return touch_ranked(conn, rank(candidates, as_utc(now), policy, limit), now)
+
+
+def touch_ranked(
+    conn: Connection, ranked: Sequence[tuple[Candidate, float]], now: datetime
+) -> list[tuple[RowMapping, float]]:
+    """The rows of ranked candidates with their scores, best first (ties: newest
+    first); each one's access is recorded."""
     scores = {candidate.id: score for candidate, score in ranked}
-    rows = _touch(conn, list(scores), now)
+    rows = touch_items(conn, list(scores), now)
     hits = [(row, scores[row["id"]]) for row in rows]
     hits.sort(key=lambda hit: (-hit[1], -hit[0]["id"]))
     return hits
@@ -389,6 +418,7 @@ def replace_with_summary(
         raise CompressionConflict(
             "the layer's items changed while the summarizer ran; nothing was written"
         )
+    forget_item_vectors(conn, [first["id"]])  # the deleted ones' go with them
     return updated[0]
 
 

@@ -1,4 +1,4 @@
-"""The table of entry embeddings (``ConversationMemory(embeddings=...)``).
+"""The tables of embeddings (``ConversationMemory(embeddings=...)``).
 
 * ``tiermem_entry_vector``: at most one vector per entry (``entry_id``, deleted
   with its entry), the entry's session (``session_pk``: a session's vectors are
@@ -6,8 +6,13 @@
   made it (``model``: vectors of another model are ignored and replaced by a
   backfill) and the vector itself (L2-normalized float32 bytes). Row ids are
   never reused, so a process can read a session's new vectors incrementally.
+* ``tiermem_layer_item_vector``: the same for the stored layer items (episodic,
+  semantic, procedural): at most one vector per item (``item_id``, deleted with
+  its item, and in the transaction that changes its text), the item's scope and
+  layer (a search reads the vectors of one scope's layer together), the model's
+  id and the vector.
 
-Importing this module registers the table with
+Importing this module registers both tables with
 :func:`tiermem._storage.schema.create_tables`.
 """
 
@@ -17,8 +22,9 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from . import schema as tables
+from .layer_schema import item_table
 
-__all__ = ["EntryVectorRow", "entry_vector_table"]
+__all__ = ["EntryVectorRow", "ItemVectorRow", "entry_vector_table", "item_vector_table"]
 
 
 class EntryVectorRow(SQLModel, table=True):
@@ -44,7 +50,33 @@ class EntryVectorRow(SQLModel, table=True):
     vector: bytes = Field(sa_type=sa.LargeBinary)
 
 
-entry_vector_table: sa.Table = EntryVectorRow.__table__  # type: ignore[attr-defined]
+class ItemVectorRow(SQLModel, table=True):
+    """The embedding of one stored layer item."""
 
-if all(known.name != entry_vector_table.name for known in tables.tiermem_tables):
-    tables.tiermem_tables.append(entry_vector_table)
+    __tablename__ = "tiermem_layer_item_vector"
+    __table_args__ = (
+        sa.Index("ix_tiermem_layer_item_vector_scope", "scope_pk", "layer", "model", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(
+        sa_column=sa.Column(
+            sa.Integer,
+            sa.ForeignKey(f"{item_table.name}.id", ondelete="CASCADE"),
+            nullable=False,
+            unique=True,
+        )
+    )
+    scope_pk: int
+    layer: str = Field(max_length=16)
+    model: str = Field(max_length=255)
+    vector: bytes = Field(sa_type=sa.LargeBinary)
+
+
+entry_vector_table: sa.Table = EntryVectorRow.__table__  # type: ignore[attr-defined]
+item_vector_table: sa.Table = ItemVectorRow.__table__  # type: ignore[attr-defined]
+
+for _table in (entry_vector_table, item_vector_table):
+    if all(known.name != _table.name for known in tables.tiermem_tables):
+        tables.tiermem_tables.append(_table)

@@ -145,12 +145,10 @@ def _check_ttl(ttl: object) -> float | None:
 def _check_put(op: PutOp) -> None:
     if op.value is None:
         return
+    # An empty namespace has no text form that reads back. The reserved "langgraph"
+    # root is refused by put/aput only: LangGraph writes there with raw batches.
     if not op.namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    if op.namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
-        )
     if not isinstance(op.value, Mapping):
         raise InvalidArgument(f"a stored value must be a mapping, got {type(op.value).__name__}")
     if op.index is not None and op.index is not False:
