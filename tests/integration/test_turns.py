@@ -138,6 +138,38 @@ def test_all_or_nothing_and_skip_existing(make_memory: MemoryFactory) -> None:
     assert memory.get_stats("s").total_entries == 3
 
 
+def test_a_turn_resent_with_skip_existing_is_one_transaction(
+    make_memory: MemoryFactory, engine: Engine
+) -> None:
+    """A turn's few messages are checked for known ids inside the append's own
+    transaction, with no read transaction before it; a long resent state is checked
+    first (and skipped entries cost no serializing), and both store each id once."""
+    memory = make_memory(config=SMALL)
+    turn = [HumanMessage("question", id="q1"), AIMessage("answer", id="a1")]
+    memory.add_messages("s", turn)
+    with commits(engine) as seen:
+        assert memory.add_messages("s", turn, skip_existing=True) == []
+    assert len(seen) == 1
+    state = [HumanMessage(f"m{n}", id=f"id-{n}") for n in range(write_ops.PRECHECK_IDS + 1)]
+    memory.add_messages("s", state)
+    with commits(engine) as seen:
+        assert memory.add_messages("s", state, skip_existing=True) == []
+    assert len(seen) == 2
+    assert memory.get_stats("s").total_entries == 2 + len(state)
+
+
+def test_resent_ids_with_nul_are_found(make_memory: MemoryFactory) -> None:
+    """An id holding NUL (stored escaped, as PostgreSQL text cannot hold it) is found
+    again by ``skip_existing``, in a short batch and in a long one."""
+    memory = make_memory(config=SMALL)
+    short = [HumanMessage("one", id="a\x00b")]
+    long = [HumanMessage(f"m{n}", id=f"x\x00{n}") for n in range(write_ops.PRECHECK_IDS + 1)]
+    memory.add_messages("s", short + long)
+    assert memory.add_messages("s", short, skip_existing=True) == []
+    assert memory.add_messages("s", long, skip_existing=True) == []
+    assert memory.get_stats("s").total_entries == 1 + len(long)
+
+
 def test_async_twin_matches(make_memory: MemoryFactory) -> None:
     """The async twin stores and reads the same as the sync one."""
     sync = make_memory(project="sync", config=SMALL, summarizer=FakeSummarizer())

@@ -248,6 +248,13 @@ def add_text(
     return (yield from add_message(ctx, session_id, message_type(content=_text(text)), metadata))
 
 
+#: ``skip_existing`` looks for known ids in a read transaction of its own, before
+#: serializing and counting, only for batches of more messages with ids than this: a
+#: resent state is long, while for a turn's few messages that transaction costs more
+#: than the work it saves (the append checks the ids again under the session lock).
+PRECHECK_IDS = 8
+
+
 def add_messages(
     ctx: MemoryContext,
     session_id: str,
@@ -260,7 +267,7 @@ def add_messages(
     validate_session_id(session_id)
     messages = list(messages)
     ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
-    if skip_existing and ids:
+    if skip_existing and len(ids) > PRECHECK_IDS:
         # Resuming agents resend their whole state: drop known ids before the
         # costly serialize-and-count; the append re-checks inside its transaction.
         seen = yield from ctx.transact(

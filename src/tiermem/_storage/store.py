@@ -326,12 +326,13 @@ def stored_message_ids(
     conn: Connection, project: str, session_id: str, ids: Sequence[str]
 ) -> set[str]:
     """Which of ``ids`` are stored in the session (none if it does not exist)."""
+    stored = [store_text(value) for value in ids]  # as the append stored them
     query = (
         sa.select(E.message_id)
         .join(session_table, S.pk == E.session_pk)
-        .where(S.project == project, S.session_id == session_id, E.message_id.in_(ids))
+        .where(S.project == project, S.session_id == session_id, E.message_id.in_(stored))
     )
-    return {value for value in conn.execute(query).scalars() if value is not None}
+    return {load_text(value) for value in conn.execute(query).scalars() if value is not None}
 
 
 def existing_message_ids(conn: Connection, pk: int, ids: Sequence[str]) -> set[str]:
