@@ -91,6 +91,32 @@ MESSAGE_RESERVE = 128
 ENV_PREFIX = "TIERMEM_CHAT_"
 
 
+class MessageCounts:
+    """tiermem's token rule, each distinct plain message counted once. A service sees
+    the same stored messages every turn; both backends count through one of these, so
+    re-tokenizing the whole context each turn costs neither of them."""
+
+    def __init__(self) -> None:
+        self.counter = TokenCounter()
+        self._known: dict[tuple[str, str, str | None], int] = {}
+
+    def message(self, message: BaseMessage) -> int:
+        """Tokens of ``message``."""
+        if not isinstance(message.content, str) or getattr(message, "tool_calls", None):
+            return self.counter.count_message(message)
+        key = (message.type, message.content, message.name)
+        tokens = self._known.get(key)
+        if tokens is None:
+            if len(self._known) >= 100_000:  # bounded: old conversations go
+                self._known.clear()
+            tokens = self._known[key] = self.counter.count_message(message)
+        return tokens
+
+    def messages(self, messages: Iterable[BaseMessage]) -> int:
+        """Tokens of ``messages``."""
+        return sum(self.message(message) for message in messages)
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a worker needs to build the app (passed to spawned workers by environment).
@@ -179,6 +205,7 @@ class TiermemBackend:
             settings.url, project=settings.project, config=config, summarizer=chat_model()
         )
         self.model = chat_model()
+        self.counts = MessageCounts()
         # Compressions run inline, before the call that triggered them returns, and a
         # conversation's turns come one at a time: counting them per session tells
         # whether this turn compressed.
@@ -206,7 +233,7 @@ class TiermemBackend:
             MessageTooLong: the message is over :data:`MESSAGE_RESERVE` tokens.
         """
         user = HumanMessage(text, id=f"{message_id}:user")
-        if self.memory.counter.count_message(user) > MESSAGE_RESERVE:
+        if self.counts.message(user) > MESSAGE_RESERVE:
             raise MessageTooLong(f"a message may have at most {MESSAGE_RESERVE} tokens")
         reply_id = f"{message_id}:ai"
         stored = await self.memory.aget_messages(session_id)
@@ -215,7 +242,7 @@ class TiermemBackend:
             return TurnResult(
                 reply=str(stored[-1].content),
                 context=context,
-                context_tokens=self.memory.counter.count_messages(context),
+                context_tokens=self.counts.messages(context),
                 compressed=False,
                 replayed=True,
             )
@@ -227,7 +254,7 @@ class TiermemBackend:
         return TurnResult(
             reply=str(reply.content),
             context=context,
-            context_tokens=self.memory.counter.count_messages(context),
+            context_tokens=self.counts.messages(context),
             compressed=self.compressions[session_id] > before,
         )
 
@@ -237,14 +264,14 @@ class LangGraphBackend:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.counter = TokenCounter()
+        self.counts = MessageCounts()
         self.compressions: Counter[str] = Counter()
         self._pool: Any = None
         self.agent: Any = None
 
     def _count(self, messages: Iterable[MessageLikeRepresentation]) -> int:
         # tiermem's counting rule, so that both backends measure the budget alike.
-        return self.counter.count_messages(convert_to_messages(messages))
+        return self.counts.messages(convert_to_messages(messages))
 
     def _conninfo(self) -> str:
         # psycopg takes a libpq URL: SQLAlchemy's driver suffix is dropped.
@@ -314,7 +341,7 @@ class LangGraphBackend:
         return TurnResult(
             reply=str(messages[-1].content),
             context=context,
-            context_tokens=self.counter.count_messages(context),
+            context_tokens=self.counts.messages(context),
             compressed=self.compressions[thread] > before,
         )
 
@@ -325,7 +352,7 @@ class NoMemoryBackend:
 
     def __init__(self, settings: Settings) -> None:
         self.model = chat_model()
-        self.counter = TokenCounter()
+        self.counts = MessageCounts()
 
     def prepare(self) -> None:
         """Nothing to create."""
@@ -343,7 +370,7 @@ class NoMemoryBackend:
         return TurnResult(
             reply=str(answer.content),
             context=context,
-            context_tokens=self.counter.count_messages(context),
+            context_tokens=self.counts.messages(context),
             compressed=False,
         )
 
