@@ -26,6 +26,8 @@ Event schema, version :data:`EVENT_VERSION` (``ChangeEvent.payload``):
 * ``tier_changed``: ``tier`` (one event per session).
 * ``pruned``: ``{}`` for a session (one event per session), or ``item_ids`` for
   a batch of expired layer items (``session_id`` is then ``None``).
+* ``session:imported`` (no signal): ``entries``, ``summaries``, ``overwrite``
+  (whether it replaced a stored session of that id).
 
 Layer changes have events but no signals (``session_id`` is ``None``; every
 payload has the ``scope``):

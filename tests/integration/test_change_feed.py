@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem._storage import events as events_storage
 from tiermem._storage import failpoints
-from tiermem.errors import InvalidArgument, StorageError, SummarizerFailed
+from tiermem.errors import ImportValidationError, InvalidArgument, StorageError, SummarizerFailed
 from tiermem.feed import EVENT_VERSION, ChangeEvent
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
 
@@ -322,3 +322,21 @@ def test_large_batches_of_events(
     memory = make_memory()
     memory.add_messages("s", [HumanMessage(f"m{n}") for n in range(5)])
     assert [event.payload["seq"] for event in settled(memory)] == [1, 2, 3, 4, 5]
+
+
+def test_an_import_has_its_event(make_memory: MemoryFactory) -> None:
+    """Importing a session (which sends no signal) leaves an event, so a consumer of
+    the feed learns its entries were written; a refused import leaves none."""
+    memory = make_memory()
+    memory.add_user_message("s", "hello")
+    memory.add_assistant_message("s", "hi")
+    state = memory.export_session("s")
+    memory.import_session(state, session_id="copy")
+    memory.import_session(state, session_id="copy", overwrite=True)
+    with pytest.raises(ImportValidationError):
+        memory.import_session(state, session_id="copy")  # exists: refused
+    imported = [event for event in settled(memory) if event.kind == "session:imported"]
+    assert [(event.session_id, event.payload) for event in imported] == [
+        ("copy", {"entries": 2, "summaries": 0, "overwrite": False}),
+        ("copy", {"entries": 2, "summaries": 0, "overwrite": True}),
+    ]

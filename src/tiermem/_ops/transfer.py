@@ -44,6 +44,7 @@ from ..errors import ImportValidationError, InvalidArgument
 from ..state import ExportedEntry, ExportedSummary, SessionState
 from ..tokens import TokenCounter
 from ..types import EntryType, MemoryEntry, MemorySummary
+from . import feed
 
 __all__ = ["export_session", "export_state", "import_session", "import_state"]
 
@@ -273,7 +274,18 @@ def import_session(
         )
     )
     now = ctx.now()
-    yield from ctx.transact(
-        lambda conn: plan.write(conn, ctx.project, overwrite=overwrite, now=now)
-    )
+    imported = {
+        "entries": len(plan.messages),
+        "summaries": len(plan.summary_tokens),
+        "overwrite": overwrite,
+    }
+
+    def work(conn: Connection) -> None:
+        plan.write(conn, ctx.project, overwrite=overwrite, now=now)
+        # An import sends no signal, but a consumer of the feed (an indexer) must
+        # learn that the session's entries were replaced.
+        change = {"session_id": plan.session_id, "payload": imported}
+        feed.record(ctx, conn, [("session:imported", change)])
+
+    yield from ctx.transact(work)
     return plan.session_id
