@@ -115,6 +115,10 @@ def _format(position: Position) -> str:
     return f"{position[0]}:{position[1]}"
 
 
+def _optional(position: Position | None) -> str | None:
+    return None if position is None else _format(position)
+
+
 def _event(project: str, row: events.StoredEvent) -> ChangeEvent:
     return ChangeEvent(
         position=_format((row.xid, row.id)),
@@ -156,13 +160,22 @@ class ChangeFeed:
         return [_event(self._context.project, row) for row in await arun(op)]
 
     def last_position(self) -> str:
-        """The position of the newest event (``"0:0"`` when there is none)."""
+        """The position of the newest deliverable event (``"0:0"`` when there is
+        none): following from it skips nothing still to commit."""
         return _format(run(ops.last_position(self._context)))
+
+    async def alast_position(self) -> str:
+        """Async :meth:`last_position`."""
+        return _format(await arun(ops.last_position(self._context)))
 
     def position(self, consumer: str) -> str | None:
         """Where ``consumer`` acknowledged up to; ``None`` if it never did."""
-        found = run(ops.consumer_position(self._context, _consumer(consumer)))
-        return None if found is None else _format(found)
+        return _optional(run(ops.consumer_position(self._context, _consumer(consumer))))
+
+    async def aposition(self, consumer: str) -> str | None:
+        """Async :meth:`position`."""
+        op = ops.consumer_position(self._context, _consumer(consumer))
+        return _optional(await arun(op))
 
     def ack(self, consumer: str, event: ChangeEvent | str) -> None:
         """Record that ``consumer`` handled every event up to ``event``; never moves

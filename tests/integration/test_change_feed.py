@@ -199,23 +199,34 @@ def test_follow_wakes_for_new_events(backend: str, make_memory: MemoryFactory) -
 
 
 def test_async_feed_matches_sync(make_memory: MemoryFactory) -> None:
-    """``achanges``, ``afollow`` and ``aack`` see and do what their sync twins do."""
+    """``achanges``, ``afollow``, ``aack``, ``aposition`` and ``alast_position`` see
+    and do what their sync twins do."""
     memory = make_memory()
     for number in range(3):
         memory.add_user_message("s", f"m{number}")
     settled(memory)
 
-    async def scenario() -> tuple[list[ChangeEvent], list[ChangeEvent], str | None]:
+    async def scenario() -> tuple[list[ChangeEvent], list[ChangeEvent], list[str | None]]:
         listed = await memory.feed.achanges()
         followed = []
         async for event in memory.feed.afollow("async-consumer", idle_timeout=0.05):
             followed.append(event)
             await memory.feed.aack("async-consumer", event)
-        return listed, followed, memory.feed.position("async-consumer")
+        positions = [
+            await memory.feed.aposition("async-consumer"),
+            await memory.feed.aposition("never-acknowledged"),
+            await memory.feed.alast_position(),
+        ]
+        return listed, followed, positions
 
-    listed, followed, position = asyncio.run(scenario())
+    listed, followed, positions = asyncio.run(scenario())
     assert listed == memory.feed.changes() == followed
-    assert position == listed[-1].position
+    assert positions == [listed[-1].position, None, listed[-1].position]
+    assert positions == [
+        memory.feed.position("async-consumer"),
+        memory.feed.position("never-acknowledged"),
+        memory.feed.last_position(),
+    ]
 
 
 def test_retention(make_memory: MemoryFactory, clock: ManualClock) -> None:
@@ -273,6 +284,7 @@ def test_pg_events_wait_for_older_transactions(pg_schema: str) -> None:
             older.execute(sa.text("SELECT pg_current_xact_id()"))  # takes a transaction id
             memory.add_user_message("s", "committed after the older transaction began")
             assert memory.feed.changes() == []
+            assert memory.feed.last_position() == "0:0"  # following from it skips nothing
             transaction.rollback()
         assert [event.kind for event in settled(memory)] == ["entry:added"]
     finally:

@@ -140,13 +140,18 @@ def read(
 
 
 def last_position(conn: Connection, project: str) -> Position:
-    """The position of the newest event of ``project`` ((0, 0) when there is none)."""
-    row = conn.execute(
+    """The position of the newest deliverable event of ``project`` ((0, 0) when there
+    is none): on PostgreSQL the newest of settled transactions, so that following
+    from it skips nothing an older transaction still commits."""
+    statement = (
         sa.select(V.xid, V.id)
         .where(V.project == project)
         .order_by(V.xid.desc(), V.id.desc())
         .limit(1)
-    ).first()
+    )
+    if conn.dialect.name == "postgresql":
+        statement = statement.where(_SETTLED)
+    row = conn.execute(statement).first()
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
