@@ -4,7 +4,10 @@ transaction, reading them, consumers' acknowledgements and retention.
 Every operation that sends a signal builds the signal in its transaction and
 passes it to :func:`record`, which writes the matching events there; the same
 list is sent after the commit. So an event exists exactly when its change
-committed, and the signals and the feed never disagree. The events' JSON
+committed, and the signals and the feed agree. One exception: ``compression_failed``
+reports a failure, not a change; its event is written with the release of the
+failed compression's claim, and when that release cannot commit (the database is
+failing too) the signal is still sent, without an event. The events' JSON
 payloads are documented in :mod:`tiermem.feed`.
 """
 
