@@ -16,10 +16,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem.errors import StorageBusy
+from tiermem.errors import StorageBusy, StorageError
 from tiermem.testing import FakeSummarizer, ManualClock
 
-from ..conftest import MemoryFactory, pg_engine_for
+from ..conftest import PG_URL, MemoryFactory, pg_engine_for
 
 WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER")
 MARK_BEGIN, MARK_END = "<begin>", "<end>"
@@ -183,6 +183,45 @@ def test_postgres_transactions_plan_for_their_parameters(pg_schema: str) -> None
     finally:
         memory.close()
         engine.dispose()
+
+
+def test_postgres_settings_of_a_memorys_own_engine(pg_schema: str) -> None:
+    """A memory made from a URL sets lock_timeout and plan_cache_mode once per
+    connection, not in every transaction: its transactions start with their first
+    real statement, the settings hold in reads and writes (also after a rolled back
+    transaction returned the connection to the pool), and a write still waits at
+    most lock_timeout for a session another connection holds."""
+    memory = ConversationMemory(f"{PG_URL}?options=-csearch_path%3D{pg_schema}", lock_timeout=0.5)
+    try:
+        memory.add_user_message("s", "hello")
+
+        def settings(conn: sa.Connection) -> tuple[str, str]:
+            lock = str(conn.exec_driver_sql("SHOW lock_timeout").scalar())
+            return lock, str(conn.exec_driver_sql("SHOW plan_cache_mode").scalar())
+
+        def fail(conn: sa.Connection) -> None:
+            conn.exec_driver_sql("SELECT 1/0")
+
+        with pytest.raises(StorageError):
+            memory.database.run(fail, write=True)
+        for write in (True, False):
+            assert memory.database.run(settings, write=write) == ("500ms", "force_custom_plan")
+        with captured(memory.engine) as log:
+            memory.add_user_message("s", "again")
+        (unit,) = units(log)
+        assert _locks_session(unit[0]), unit[:2]
+        holder = pg_engine_for(pg_schema)
+        try:
+            with holder.begin() as conn:
+                conn.exec_driver_sql("SELECT 1 FROM tiermem_session FOR UPDATE")
+                started = time.monotonic()
+                with pytest.raises(StorageBusy):
+                    memory.add_user_message("s", "blocked")
+                assert time.monotonic() - started < 5
+        finally:
+            holder.dispose()
+    finally:
+        memory.close()
 
 
 def test_pooled_sqlite_connections_are_configured(tmp_path: Path) -> None:

@@ -4,12 +4,13 @@ Every public operation is one transaction. Writes are serialized per session:
 on SQLite every write transaction starts with ``BEGIN IMMEDIATE`` (the file's
 write lock, taken up front so a reader never has to upgrade and fail with an
 instant SQLITE_BUSY) under a ``busy_timeout``; on PostgreSQL the session row
-is locked ``FOR UPDATE`` under ``SET LOCAL lock_timeout``. Driver errors never
+is locked ``FOR UPDATE`` under the memory's ``lock_timeout``. Driver errors never
 escape: they become :mod:`tiermem.errors` types with the original as cause.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -51,9 +52,8 @@ _SCHEMA_LOCK_KEY = 0x7469_6572  # "tier": advisory lock serializing schema creat
 #: server after a few runs, and PostgreSQL may then keep one generic plan for it:
 #: a plan chosen while a session's tables were tiny (a sequential scan) would stay
 #: while they grow, and a read would cost more with every turn. Custom plans are
-#: made for the actual parameters every time; SET LOCAL keeps an application's
-#: own use of the connections untouched.
-_PG_PROLOGUE_READ = "SET LOCAL plan_cache_mode = force_custom_plan"
+#: made for the actual parameters every time.
+_PG_PLAN_SETTING = "plan_cache_mode = force_custom_plan"
 #: Prepended for a snapshot transaction on PostgreSQL: every statement then sees the
 #: database as of the first one (READ COMMITTED takes a new snapshot per statement,
 #: so a commit landing between two reads would show each a different state). Read-only
@@ -80,6 +80,17 @@ def translate_error(error: BaseException) -> StorageError:
     if (sqlstate or "").startswith("08") or "connection" in text or "terminat" in text:
         return StorageUnavailable(f"database unavailable: {orig}")
     return StorageError(f"database error: {orig}")
+
+
+def _pg_on_connect(settings: str, dbapi_connection: Any, _record: Any) -> None:
+    # Session settings (``SET a = 1; SET b = 2``), outside any transaction so that
+    # they stay when the pool's reset rolls a transaction back.
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    try:
+        dbapi_connection.execute(settings)
+    finally:
+        dbapi_connection.autocommit = autocommit
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -241,9 +252,20 @@ class Database:
         self._idle_lock = threading.Lock()
         # A Database dropped without dispose() still hands its kept connections back.
         weakref.finalize(self, _close_kept, self._idle)
-        self._pg_prologue_write = (
-            f"SET LOCAL lock_timeout = {self.lock_timeout_ms}; {_PG_PROLOGUE_READ}"
-        )
+        # What every PostgreSQL transaction needs: on an engine this Database made,
+        # each connection gets it once, when it connects (a round trip less per
+        # transaction); on an application's engine each transaction sets it locally,
+        # leaving the application's own use of the connections alone.
+        write_settings = (f"lock_timeout = {self.lock_timeout_ms}", _PG_PLAN_SETTING)
+        self._pg_prologue = {True: "", False: ""}
+        if self.is_postgres and owned:
+            session = "; ".join(f"SET {setting}" for setting in write_settings)
+            event.listen(engine, "connect", functools.partial(_pg_on_connect, session))
+        elif self.is_postgres:
+            self._pg_prologue = {
+                True: "; ".join(f"SET LOCAL {setting}" for setting in write_settings),
+                False: f"SET LOCAL {_PG_PLAN_SETTING}",
+            }
 
     @property
     def is_postgres(self) -> bool:
@@ -284,10 +306,10 @@ class Database:
         conn = self._checkout(write)
         try:
             with conn.begin():
-                if self.is_postgres:
-                    prologue = self._pg_prologue_write if write else _PG_PROLOGUE_READ
-                    if snapshot:
-                        prologue = (_PG_SNAPSHOT_WRITE if write else _PG_SNAPSHOT_READ) + prologue
+                prologue = self._pg_prologue[write]
+                if snapshot and self.is_postgres:
+                    prologue = (_PG_SNAPSHOT_WRITE if write else _PG_SNAPSHOT_READ) + prologue
+                if prologue:
                     conn.exec_driver_sql(prologue)
                 yield conn
                 if write:
