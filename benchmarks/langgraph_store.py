@@ -56,7 +56,9 @@ BATCH = 1_000
 
 def _value(rng: random.Random, i: int) -> dict[str, Any]:
     text = " ".join(rng.choice(WORDS) for _ in range(8)) + f" item{i}"
-    return {"kind": KINDS[i % len(KINDS)], "score": rng.randrange(100), "text": text}
+    # A random kind: with ``i % 4`` every item of a namespace would share one kind
+    # whenever the namespace count is a multiple of 4, and the filter would pass all or none.
+    return {"kind": rng.choice(KINDS), "score": rng.randrange(100), "text": text}
 
 
 def _load(store: BaseStore, items: int, namespaces: int, seed: int) -> float:
@@ -146,8 +148,10 @@ def _pg_schema() -> Iterator[str]:
         admin.dispose()
 
 
-def run_backend(backend: str, items: int, namespaces: int, samples: int) -> list[dict[str, Any]]:
-    """Both stores of one backend."""
+def run_backend(
+    backend: str, items: int, namespaces: int, samples: int, stores: str = "both"
+) -> list[dict[str, Any]]:
+    """The stores of one backend (``stores``: ``both``, ``tiered`` or ``langgraph``)."""
     rows = []
     with ExitStack() as stack:
         if backend == "sqlite":
@@ -173,8 +177,10 @@ def run_backend(backend: str, items: int, namespaces: int, samples: int) -> list
             pg.setup()
             theirs = pg
             names = ("TieredStore (PostgreSQL)", "PostgresStore")
-        rows.append(measure(names[0], tiered, items, namespaces, samples, keyword=True))
-        rows.append(measure(names[1], theirs, items, namespaces, samples, keyword=False))
+        if stores in ("both", "tiered"):
+            rows.append(measure(names[0], tiered, items, namespaces, samples, keyword=True))
+        if stores in ("both", "langgraph"):
+            rows.append(measure(names[1], theirs, items, namespaces, samples, keyword=False))
     return rows
 
 
@@ -185,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--namespaces", type=int, default=200)
     parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--stores", choices=["both", "tiered", "langgraph"], default="both")
     parser.add_argument("--full", action="store_true", help="1,000,000 items, 10,000 namespaces")
     args = parser.parse_args(argv)
     if args.full:
@@ -193,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = [
         row
         for backend in backends
-        for row in run_backend(backend, args.items, args.namespaces, args.samples)
+        for row in run_backend(backend, args.items, args.namespaces, args.samples, args.stores)
     ]
     columns = [
         "store",

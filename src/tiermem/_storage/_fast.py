@@ -172,11 +172,17 @@ def first(
     return rows[0] if rows else None
 
 
-def write(conn: Connection, statement: Executable, values: Mapping[str, Any]) -> int:
+def write(
+    conn: Connection,
+    statement: Executable,
+    values: Mapping[str, Any],
+    *,
+    column_keys: tuple[str, ...] | None = None,
+) -> int:
     """Run a statement that returns no rows; returns the driver's row count."""
     if conn.dialect.name != "sqlite":
         return int(conn.execute(statement, dict(values)).rowcount)
-    _, cursor = _run(conn, statement, values, None)
+    _, cursor = _run(conn, statement, values, column_keys)
     count = int(cursor.rowcount)
     cursor.close()
     return count

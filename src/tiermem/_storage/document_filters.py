@@ -4,6 +4,8 @@ database evaluates them, never Python over rows."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -184,6 +186,22 @@ def filter_clause(dialect: str, spec: Mapping[str, Any] | None) -> sa.ColumnElem
         return sa.true()
     if not isinstance(spec, Mapping):
         raise InvalidArgument(f"filter must be a mapping, got {type(spec).__name__}")
+    try:
+        text = json.dumps(spec, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):  # not JSON: built (and refused) without the cache
+        return _build(dialect, spec)
+    return _cached(dialect, text)
+
+
+# Building a filter's SQL costs more than running it against a namespace's documents,
+# and an application sends the same few filters again and again. Keyed by the JSON
+# text, which tells True from 1 and 1.0 from 1 as the filter does.
+@functools.lru_cache(maxsize=256)
+def _cached(dialect: str, text: str) -> sa.ColumnElement[bool]:
+    return _build(dialect, json.loads(text))
+
+
+def _build(dialect: str, spec: Mapping[str, Any]) -> sa.ColumnElement[bool]:
     conditions = [
         sa.func.coalesce(_equals(_Target(dialect, list(_segments(str(path)))), expected), False)
         for path, expected in spec.items()

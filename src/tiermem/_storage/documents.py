@@ -15,6 +15,7 @@ opened. Namespaces arrive as their stored text (labels joined with ``.``).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -24,11 +25,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from .._core.clock import as_utc
 from ..tiers import MemoryTier
-from . import fts
+from . import _fast, fts
 from .document_filters import FILTER_OPERATORS, filter_clause
 from .document_schema import DOCUMENT_INDEX, document_table
 from .tiers import Cutoffs, among, delete_locked
@@ -111,7 +112,7 @@ class StoredDocument:
     vectors: bytes | None = None
 
 
-def _document(row: RowMapping, score: float | None = None) -> StoredDocument:
+def _document(row: Mapping[Any, Any], score: float | None = None) -> StoredDocument:
     value = row["value"]
     if isinstance(value, str):  # a driver that hands JSON back as text
         value = json.loads(value)
@@ -156,20 +157,60 @@ def under_prefix(prefix: str | None) -> sa.ColumnElement[bool]:
 # --------------------------------------------------------------------------- reads
 
 
+# Reading one document and recording its access are what a ``get`` does; both are
+# built once, so a call pays for neither SQL construction nor compilation.
+_GET_ONE = sa.select(*_COLUMNS).where(
+    D.project == sa.bindparam("project"),
+    D.namespace == sa.bindparam("namespace"),
+    D.key == sa.bindparam("key"),
+    sa.or_(D.expires_at.is_(None), D.expires_at > sa.bindparam("now")),
+)
+
+
+@functools.lru_cache(maxsize=4)
+def _touch(dialect: str) -> Any:
+    """The access of the documents whose ids ``ids`` lists (``among``'s form)."""
+    return (
+        sa.update(document_table)
+        .where(_ids_among(dialect))
+        .values(
+            last_accessed=sa.bindparam("touched_at"),
+            access_count=D.access_count + 1,
+            memory_tier=MemoryTier.ACTIVE.value,
+        )
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _refresh(dialect: str) -> Any:
+    """The new expiry of the documents whose ids ``ids`` lists."""
+    return (
+        sa.update(document_table)
+        .where(_ids_among(dialect))
+        .values(expires_at=sa.bindparam("expiry"))
+    )
+
+
+def _ids_among(dialect: str) -> sa.ColumnElement[bool]:
+    # One parameter however many ids: a JSON array on SQLite, an array on PostgreSQL.
+    if dialect == "postgresql":
+        return D.id == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Integer)))
+    values = sa.func.json_each(sa.bindparam("ids", type_=sa.Text)).table_valued("value")
+    return D.id.in_(sa.select(values.c.value))
+
+
+def _ids_value(conn: Connection, ids: Sequence[int]) -> Any:
+    return list(ids) if conn.dialect.name == "postgresql" else json.dumps(list(ids))
+
+
 def get_documents(
     conn: Connection, *, project: str, wanted: Sequence[tuple[str, str]], now: datetime
 ) -> dict[tuple[str, str], StoredDocument]:
     """The live documents among ``wanted`` (namespace text, key), by their address."""
     found: dict[tuple[str, str], StoredDocument] = {}
     for namespace, key in dict.fromkeys(wanted):
-        row = (
-            conn.execute(
-                sa.select(*_COLUMNS).where(
-                    D.project == project, D.namespace == namespace, D.key == key, live(now)
-                )
-            )
-            .mappings()
-            .first()
+        row = _fast.first(
+            conn, _GET_ONE, {"project": project, "namespace": namespace, "key": key, "now": now}
         )
         if row is not None:
             found[(namespace, key)] = _document(row)
@@ -184,15 +225,8 @@ def touch_documents(
     if not documents:
         return
     ids = sorted({document.id for document in documents})
-    conn.execute(
-        sa.update(document_table)
-        .where(among(conn, D.id, ids))
-        .values(
-            last_accessed=now,
-            access_count=D.access_count + 1,
-            memory_tier=MemoryTier.ACTIVE.value,
-        )
-    )
+    dialect = conn.dialect.name
+    _fast.write(conn, _touch(dialect), {"ids": _ids_value(conn, ids), "touched_at": now})
     if not refresh:
         return
     by_ttl: dict[float, list[int]] = {}
@@ -200,11 +234,11 @@ def touch_documents(
         if document.ttl_minutes is not None:
             by_ttl.setdefault(document.ttl_minutes, []).append(document.id)
     for ttl, chosen in by_ttl.items():  # one statement per distinct time to live
-        conn.execute(
-            sa.update(document_table)
-            .where(among(conn, D.id, sorted(set(chosen))))
-            .values(expires_at=now + timedelta(minutes=ttl))
-        )
+        values = {
+            "ids": _ids_value(conn, sorted(set(chosen))),
+            "expiry": now + timedelta(minutes=ttl),
+        }
+        _fast.write(conn, _refresh(dialect), values)
 
 
 def search_documents(
@@ -339,17 +373,12 @@ def list_namespace_texts(
 # --------------------------------------------------------------------------- writes
 
 
-def put_documents(
-    conn: Connection, *, project: str, documents: Sequence[NewDocument], now: datetime
-) -> None:
-    """Insert or replace each document; a replaced one keeps its ``created_at`` and
-    access count (the write counts as an access)."""
-    if not documents:
-        return
-    dialect = conn.dialect.name
+@functools.lru_cache(maxsize=4)
+def _upsert(dialect: str) -> Any:
+    """The insert-or-replace of one document row, built once per dialect."""
     insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(document_table)
     excluded = insert.excluded
-    statement = insert.on_conflict_do_update(
+    return insert.on_conflict_do_update(
         index_elements=[D.project, D.namespace, D.key],
         set_={
             "value": excluded.value,
@@ -363,31 +392,49 @@ def put_documents(
             "memory_tier": MemoryTier.ACTIVE.value,
         },
     )
-    conn.execute(
-        statement,
-        [
-            {
-                "project": project,
-                "namespace": document.namespace,
-                "key": document.key,
-                "value": dict(document.value),
-                "indexed_text": document.indexed_text,
-                "vectors": document.vectors,
-                "created_at": now,
-                "updated_at": now,
-                "expires_at": (
-                    None
-                    if document.ttl_minutes is None
-                    else now + timedelta(minutes=document.ttl_minutes)
-                ),
-                "ttl_minutes": document.ttl_minutes,
-                "last_accessed": now,
-                "access_count": 1,
-                "memory_tier": MemoryTier.ACTIVE.value,
-            }
-            for document in documents
-        ],
-    )
+
+
+_DELETE_ONE = sa.delete(document_table).where(
+    D.project == sa.bindparam("project"),
+    D.namespace == sa.bindparam("namespace"),
+    D.key == sa.bindparam("key"),
+)
+
+
+def put_documents(
+    conn: Connection, *, project: str, documents: Sequence[NewDocument], now: datetime
+) -> None:
+    """Insert or replace each document; a replaced one keeps its ``created_at`` and
+    access count (the write counts as an access)."""
+    if not documents:
+        return
+    rows = [
+        {
+            "project": project,
+            "namespace": document.namespace,
+            "key": document.key,
+            "value": dict(document.value),
+            "indexed_text": document.indexed_text,
+            "vectors": document.vectors,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": (
+                None
+                if document.ttl_minutes is None
+                else now + timedelta(minutes=document.ttl_minutes)
+            ),
+            "ttl_minutes": document.ttl_minutes,
+            "last_accessed": now,
+            "access_count": 1,
+            "memory_tier": MemoryTier.ACTIVE.value,
+        }
+        for document in documents
+    ]
+    statement = _upsert(conn.dialect.name)
+    if len(rows) == 1:
+        _fast.write(conn, statement, rows[0], column_keys=tuple(rows[0]))
+    else:
+        conn.execute(statement, rows)
 
 
 def delete_documents(
@@ -397,12 +444,8 @@ def delete_documents(
     there."""
     deleted = []
     for namespace, key in dict.fromkeys(addresses):
-        result = conn.execute(
-            sa.delete(document_table).where(
-                D.project == project, D.namespace == namespace, D.key == key
-            )
-        )
-        if result.rowcount:
+        values = {"project": project, "namespace": namespace, "key": key}
+        if _fast.write(conn, _DELETE_ONE, values):
             deleted.append((namespace, key))
     return deleted
 

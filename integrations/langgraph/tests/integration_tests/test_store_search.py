@@ -180,3 +180,23 @@ def test_wrong_dimensions_write_nothing(make_store: StoreFactory) -> None:
     with pytest.raises(InvalidArgument):
         store.put(("e",), "k", {"text": "cat"})
     assert store.get(("e",), "k") is None
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        ({"v": 1}, {"v": True}, ["bool"]),
+        ({"v": True}, {"v": 1}, ["int"]),
+        ({"v": {"$gt": 1}}, {"v": {"$gt": 1.5}}, ["two"]),
+        ({"v": "1"}, {"v": 1}, ["int"]),
+    ],
+)
+def test_a_filter_used_before_does_not_answer_a_different_one(
+    store: TieredStore, first: dict[str, Any], second: dict[str, Any], expected: list[str]
+) -> None:
+    """Filters that look alike (True and 1, 1 and 1.5, "1" and 1) each select their own
+    documents, whichever was used first (their SQL is built once and reused)."""
+    for key, value in (("bool", True), ("int", 1), ("two", 2), ("text", "1")):
+        store.put(("alike",), key, {"v": value})
+    store.search(("alike",), filter=first)
+    assert sorted(item.key for item in store.search(("alike",), filter=second)) == expected
