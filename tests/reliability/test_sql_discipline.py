@@ -225,7 +225,8 @@ def test_postgres_settings_of_a_memorys_own_engine(pg_schema: str) -> None:
 
 
 def test_pooled_sqlite_connections_are_configured(tmp_path: Path) -> None:
-    """Every pooled SQLite connection has foreign keys on, WAL and a busy timeout >= 10 s."""
+    """Every pooled SQLite connection has foreign keys on, WAL, a busy timeout >= 10 s
+    and reads through a memory map."""
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
     memory = ConversationMemory(engine=engine)
     memory.add_user_message("s", "warm")
@@ -237,6 +238,7 @@ def test_pooled_sqlite_connections_are_configured(tmp_path: Path) -> None:
             assert raw.execute("PRAGMA foreign_keys").fetchone() == (1,)
             assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
             assert raw.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
+            assert raw.execute("PRAGMA mmap_size").fetchone()[0] >= 1 << 28
     finally:
         for conn in connections:
             conn.close()

@@ -300,30 +300,33 @@ def _sqlite_ranked_under_prefix(
     limit: int | None,
     offset: int,
 ) -> list[StoredDocument]:
-    """SQLite, under a namespace prefix: the documents there are few, so they are read by
-    the namespace range and the index is asked, for each one's rowid, which words it
-    holds (bm25 would count every document of each word, for each candidate). Each
-    match scores the sum of its words' IDF (BM25's, taken among the documents under
-    the prefix that pass the filter), ties newest first."""
-    fts_table = sa.table(DOCUMENT_INDEX.name, sa.column("rowid"))
-    name: sa.ColumnElement[Any] = sa.literal_column(DOCUMENT_INDEX.name)
-    holds = [
-        sa.exists(
-            sa.select(sa.literal(1))
-            .select_from(fts_table)
-            .where(name.op("MATCH")(fts.fts5_query(word)), fts_table.c.rowid.between(D.id, D.id))
-        )
+    """SQLite, under a namespace prefix: the documents there are few, so their ids are
+    read by the namespace range, and the index is asked once per word which of them
+    hold it (bm25 would count every document of each word). Each match scores the sum
+    of its words' IDF (BM25's, taken among the documents under the prefix that pass
+    the filter), ties newest first."""
+    ids = [int(row[0]) for row in conn.execute(sa.select(D.id).where(*where))]
+    if not ids:
+        return []
+    listed = json.dumps(ids)
+    # A document's index rowid is its id (documents are index source 0).
+    holders = [
+        {
+            int(row[0])
+            for row in conn.execute(_HOLDERS, {"match": fts.fts5_query(word), "ids": listed})
+        }
         for word in words
     ]
-    rows = conn.execute(sa.select(D.id, *holds).where(*where)).all()
-    total = len(rows)
-    counts = [sum(1 for row in rows if row[1 + i]) for i in range(len(words))]
-    idf = [math.log(1 + (total - n + 0.5) / (n + 0.5)) for n in counts]
+    total = len(ids)
+    idf = [math.log(1 + (total - len(held) + 0.5) / (len(held) + 0.5)) for held in holders]
     scored = sorted(
         (
-            (sum(idf[i] for i in range(len(words)) if row[1 + i]), int(row[0]))
-            for row in rows
-            if any(row[1:])
+            (
+                sum(weight for weight, held in zip(idf, holders, strict=True) if doc_id in held),
+                doc_id,
+            )
+            for doc_id in ids
+            if any(doc_id in held for held in holders)
         ),
         key=lambda pair: (-pair[0], -pair[1]),
     )
@@ -337,6 +340,14 @@ def _sqlite_ranked_under_prefix(
         ).mappings()
     }
     return [_document(found[doc_id], score) for score, doc_id in page if doc_id in found]
+
+
+#: The ids among ``ids`` (a JSON array) whose indexed text holds ``match``: one
+#: query per word, however many documents are asked about.
+_HOLDERS = sa.text(
+    f"SELECT rowid FROM {DOCUMENT_INDEX.name} WHERE {DOCUMENT_INDEX.name} MATCH :match "
+    "AND rowid IN (SELECT value FROM json_each(:ids))"
+)
 
 
 def _ordered_page(
