@@ -224,6 +224,32 @@ def test_postgres_settings_of_a_memorys_own_engine(pg_schema: str) -> None:
         memory.close()
 
 
+def test_only_access_records_commit_without_waiting(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """On PostgreSQL a read whose transaction writes only the access record commits
+    without waiting for the disk; an append, and a read that woke the session (a
+    tier change, with its event), commit synchronously. SQLite never asks."""
+    memory = make_memory(config=MemoryConfig(auto_compress=False))
+    memory.add_user_message("s", "hello")
+    lazy = "SET LOCAL synchronous_commit = off"
+    on_pg = memory.engine.dialect.name == "postgresql"
+    with captured(memory.engine) as log:
+        memory.get_messages("s")
+    (read,) = units(log)
+    assert (lazy in read) is on_pg
+    with captured(memory.engine) as log:
+        memory.add_user_message("s", "again")
+    assert all(lazy not in unit for unit in units(log))
+    clock.advance(days=10)
+    memory.recalculate_tiers()
+    with captured(memory.engine) as log:
+        memory.get_messages("s")  # wakes the session: tier_changed
+    (woken,) = units(log)
+    assert lazy not in woken
+    assert any("TIERMEM_EVENT" in statement.upper() for statement in woken) is True
+
+
 def test_pooled_sqlite_connections_are_configured(tmp_path: Path) -> None:
     """Every pooled SQLite connection has foreign keys on, WAL, a busy timeout >= 10 s
     and reads through a memory map."""

@@ -24,7 +24,7 @@ from .._core.runner import Op
 from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
 from .._storage import fts, store
 from .._storage import summaries as summary_rows
-from .._storage.database import Connection
+from .._storage.database import Connection, commit_without_waiting
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
@@ -78,7 +78,10 @@ def read_session(
         if session is None:
             return empty, []
         woken = store.activate(conn, session)
-        return reader(conn, session), feed.woken(ctx, session_id, woken)
+        pending = feed.woken(ctx, session_id, woken)
+        if not pending:  # only the access was written; a tier change is an event
+            commit_without_waiting(conn)
+        return reader(conn, session), pending
 
     return (yield from feed.transact_recorded(ctx, work))
 

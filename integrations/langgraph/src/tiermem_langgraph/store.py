@@ -46,6 +46,7 @@ from sqlalchemy.engine import Connection
 from tiermem import ConversationMemory, MemoryTier
 from tiermem._storage import documents as docs
 from tiermem._storage import fts
+from tiermem._storage.database import commit_without_waiting
 from tiermem.errors import InvalidArgument
 from tiermem.tiers import calculate_tier
 
@@ -384,6 +385,8 @@ class TieredStore(BaseStore):
                     results.append(None)
             for refresh, documents in touched.items():
                 docs.touch_documents(conn, documents, now=now, refresh=refresh)
+            if not puts:  # reads: only access records were written
+                commit_without_waiting(conn)
             deleted = docs.delete_documents(conn, project=project, addresses=deletes)
             docs.put_documents(conn, project=project, documents=new_docs, now=now)
             for kind, addresses in (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from langgraph.store.base import GetOp, PutOp
+from sqlalchemy import event as sa_event
 from tiermem._storage import failpoints as _failpoints
 from tiermem.errors import InvalidArgument, StorageError
 
@@ -42,3 +43,29 @@ def test_invalid_op_anywhere_runs_nothing(store: TieredStore) -> None:
     with pytest.raises(InvalidArgument):
         store.batch([PutOp(("a",), "k", {"v": 1}), PutOp(("a",), "j", {"v": 2}, ttl=-5)])
     assert store.get(("a",), "k") is None
+
+
+def test_only_reads_commit_without_waiting(store: TieredStore) -> None:
+    """On PostgreSQL a batch of reads, which writes only access records, commits
+    without waiting for the disk; a batch with a put or a delete waits (its document
+    and event must be durable when the call returns). SQLite never asks."""
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(statement)
+
+    store.put(("a",), "k", {"v": 1})
+    engine = store.memory.engine
+    sa_event.listen(engine, "before_cursor_execute", seen)
+    try:
+        lazy = "SET LOCAL synchronous_commit = off"
+        store.get(("a",), "k")
+        store.search(("a",), filter={"v": 1})
+        on_pg = engine.dialect.name == "postgresql"
+        assert statements.count(lazy) == (2 if on_pg else 0)
+        statements.clear()
+        store.batch([GetOp(("a",), "k"), PutOp(("a",), "k2", {"v": 2})])
+        store.delete(("a",), "k2")
+        assert lazy not in statements
+    finally:
+        sa_event.remove(engine, "before_cursor_execute", seen)
