@@ -170,9 +170,7 @@ def _perform(effect: Effect) -> Any:
 
 async def _aperform(effect: Effect) -> Any:
     if isinstance(effect, Transact):
-        return await asyncio.to_thread(
-            effect.database.run, effect.work, write=effect.write, snapshot=effect.snapshot
-        )
+        return await effect.database.arun(effect.work, write=effect.write, snapshot=effect.snapshot)
     if isinstance(effect, Emit):
         await signals.send_async(effect.sender, effect.pending)
         return None
