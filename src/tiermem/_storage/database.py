@@ -16,9 +16,10 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
@@ -35,9 +36,6 @@ from ..errors import (
 from . import _fast as _driver
 from . import failpoints as _failpoints
 from .schema import SessionRow, create_tables
-
-if TYPE_CHECKING:
-    from .async_engines import AsyncEngines
 
 __all__ = ["DEFAULT_URL", "DRIVER_ERRORS", "Connection", "Database", "parse_url", "translate_error"]
 
@@ -247,13 +245,6 @@ class Database:
         self._pg_prologue_write = (
             f"SET LOCAL lock_timeout = {self.lock_timeout_ms}; {_PG_PROLOGUE_READ}"
         )
-        # The async API's engines, made on first use: only from a URL, where the
-        # connection settings are known (an engine passed in may carry connect
-        # arguments, listeners and pool limits an async engine would not have).
-        self._async_url = engine.url if owned and self.is_postgres else None
-        if os.environ.get("TIERMEM_ASYNC_DRIVER") == "thread":
-            self._async_url = None  # benchmark switch, temporary
-        self._async: AsyncEngines | None = None
 
     @property
     def is_postgres(self) -> bool:
@@ -267,8 +258,6 @@ class Database:
                 kept.clear()  # the parent's: dropped unused, as dispose(close=False) does
             self._idle_lock = threading.Lock()
             self.engine.dispose(close=False)
-            if self._async is not None:
-                self._async.forget()
             self._pid = os.getpid()
 
     def ensure_schema(self) -> None:
@@ -290,42 +279,22 @@ class Database:
             raise translate_error(error) from error
         self._schema_ready = True
 
-    def _attempt(
-        self, conn: Connection, work: Callable[[Connection], T], write: bool, snapshot: bool
-    ) -> T:
-        """One try of a transaction on ``conn``: begin, run ``work``, commit (roll back
-        when it raises)."""
-        with conn.begin():
-            if self.is_postgres:
-                prologue = self._pg_prologue_write if write else _PG_PROLOGUE_READ
-                if snapshot:
-                    prologue = (_PG_SNAPSHOT_WRITE if write else _PG_SNAPSHOT_READ) + prologue
-                conn.exec_driver_sql(prologue)
-            result = work(conn)
-            if write:
-                _failpoints.hit("transaction.before_commit")
-        return result
-
-    def _attempt_async(
-        self, conn: Connection, work: Callable[[Connection], T], write: bool, snapshot: bool
-    ) -> T:
-        # Run by AsyncConnection.run_sync: ``conn`` is fresh from the async pool.
-        options = self._write_options if write else self._read_options
-        if options:
-            conn.execution_options(**options)
-        return self._attempt(conn, work, write, snapshot)
-
-    @staticmethod
-    def _retry_pause(error: exc.SQLAlchemyError, attempt: int) -> float:
-        """Seconds to wait before trying again after ``error`` on try ``attempt``
-        (from 0); raises what the caller gets instead when it is not retried."""
-        if isinstance(error, exc.DBAPIError):
-            sqlstate = getattr(error.orig, "sqlstate", None)
-            if sqlstate in _RETRYABLE_PG and attempt + 1 < _MAX_RETRIES:
-                return 0.01 * (1 << attempt)
-        elif isinstance(error, exc.CompileError | exc.ArgumentError | exc.InvalidRequestError):
-            raise error  # programming errors, not storage failures
-        raise translate_error(error) from error
+    @contextmanager
+    def _transaction(self, *, write: bool, snapshot: bool = False) -> Iterator[Connection]:
+        self._check_fork()
+        conn = self._checkout(write)
+        try:
+            with conn.begin():
+                if self.is_postgres:
+                    prologue = self._pg_prologue_write if write else _PG_PROLOGUE_READ
+                    if snapshot:
+                        prologue = (_PG_SNAPSHOT_WRITE if write else _PG_SNAPSHOT_READ) + prologue
+                    conn.exec_driver_sql(prologue)
+                yield conn
+                if write:
+                    _failpoints.hit("transaction.before_commit")
+        finally:
+            self._checkin(conn, write)
 
     def _checkout(self, write: bool) -> Connection:
         if self._keep:
@@ -377,60 +346,45 @@ class Database:
         """
         self.ensure_schema()
         for attempt in range(_MAX_RETRIES):
-            self._check_fork()
             try:
-                conn = self._checkout(write)
-                try:
-                    return self._attempt(conn, work, write, snapshot)
-                finally:
-                    self._checkin(conn, write)
+                with self._transaction(write=write, snapshot=snapshot) as conn:
+                    return work(conn)
+            except exc.DBAPIError as error:
+                sqlstate = getattr(error.orig, "sqlstate", None)
+                if sqlstate in _RETRYABLE_PG and attempt + 1 < _MAX_RETRIES:
+                    time.sleep(0.01 * 2**attempt)
+                    continue
+                raise translate_error(error) from error
+            except (exc.CompileError, exc.ArgumentError, exc.InvalidRequestError):
+                raise  # programming errors, not storage failures
             except exc.SQLAlchemyError as error:
-                time.sleep(self._retry_pause(error, attempt))
+                raise translate_error(error) from error
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def arun(
         self, work: Callable[[Connection], T], *, write: bool = True, snapshot: bool = False
     ) -> T:
-        """:meth:`run` for an event loop: on PostgreSQL (an engine made from a URL) the
-        transaction runs on an async connection (``work`` in a greenlet, each
-        statement awaited); on SQLite, or an engine passed in, :meth:`run` on a
-        worker thread.
+        """:meth:`run` for an event loop: on a worker thread of the loop's default
+        executor, with the engine's pool. (An async engine, awaiting each statement
+        of ``work`` through ``AsyncConnection.run_sync`` on psycopg's async mode,
+        cost more CPU per turn and gave fewer turns per second under 200 and
+        20 concurrent conversations: benchmarks/README.md.)
+
+        A cancelled caller does not stop the transaction: it runs to its end on its
+        thread, committing or rolling back as it would have, and then returns its
+        connection. So cancellation never leaves a connection checked out or a
+        transaction open, and a write whose caller was cancelled may still commit.
 
         Raises:
             StorageError: (a subclass) when the database fails; nothing was committed.
         """
-        engines = self._async_engines()
-        if engines is None:
-            return await asyncio.to_thread(self.run, work, write=write, snapshot=snapshot)
-        if not self._schema_ready:
-            await asyncio.to_thread(self.ensure_schema)
-        engine = await engines.current()
-        for attempt in range(_MAX_RETRIES):
-            try:
-                async with engine.connect() as conn:
-                    return await conn.run_sync(self._attempt_async, work, write, snapshot)
-            except exc.SQLAlchemyError as error:
-                await asyncio.sleep(self._retry_pause(error, attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _async_engines(self) -> AsyncEngines | None:
-        if self._async_url is None:
-            return None
-        self._check_fork()
-        if self._async is None:
-            from .async_engines import AsyncEngines  # the asyncio extension, when used
-
-            self._async = AsyncEngines(self._async_url)
-        return self._async
+        return await asyncio.to_thread(self.run, work, write=write, snapshot=snapshot)
 
     def dispose(self) -> None:
-        """Close the pooled connections (and those kept between transactions, and
-        those of the async engines)."""
+        """Close the pooled connections (and those kept between transactions)."""
         with self._idle_lock:
             _close_kept(self._idle)
         self.engine.dispose()
-        if self._async is not None:
-            self._async.dispose()
 
 
 def parse_url(url: str) -> sa.URL:
