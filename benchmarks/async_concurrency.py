@@ -1,9 +1,9 @@
 """Async throughput under many concurrent conversations.
 
 Runs ``--conversations`` conversations at once (default 200), each ``--turns``
-turns of ``aadd_and_get_messages`` on one memory, and prints turns per second
-and the p50 / p99 latency of a turn; ``--sync`` runs the same turns from threads
-with the sync API instead, for comparison.
+turns of ``aadd_and_get_messages`` on one memory, and prints turns per second,
+the process's CPU time per turn (the event loop's and the worker threads') and
+the p50 / p99 latency of a turn.
 
 Usage: python benchmarks/async_concurrency.py --url postgresql+psycopg://... [--turns 10]
 """
@@ -43,15 +43,16 @@ async def main() -> None:
     memory = ConversationMemory(args.url, project=f"bench-{uuid.uuid4().hex[:8]}", config=config)
     await memory.aadd_user_message("warm-up", "hello")
     latencies: list[float] = []
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(
         *(conversation(memory, args.turns, latencies) for _ in range(args.conversations))
     )
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     ordered = sorted(latencies)
     print(
         f"{args.conversations} conversations x {args.turns} turns: "
         f"{len(latencies) / elapsed:.0f} turns/s, "
+        f"CPU {cpu / len(latencies) * 1000:.2f} ms/turn, "
         f"p50 {statistics.median(ordered) * 1000:.1f} ms, "
         f"p99 {ordered[int(len(ordered) * 0.99) - 1] * 1000:.1f} ms"
     )

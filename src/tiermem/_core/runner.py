@@ -12,8 +12,9 @@ sync and async forms differ and returns its result (the shape of psycopg's
 * :class:`Embed`: ask an embedding model for vectors.
 
 :func:`run` performs each effect in the calling thread for the sync API;
-:func:`arun` awaits each one for the async API (a transaction on a worker thread,
-the model's async call, async receivers, a computation on a worker thread), so
+:func:`arun` awaits each one for the async API (a transaction through
+``Database.arun``, on a worker thread; the model's async call; async receivers; a
+computation on a worker thread), so
 the small work between two effects runs on the event loop and anything that waits
 or computes at length runs off it. An effect's result is
 sent back into the operation and its error is thrown into it at the ``yield``,
@@ -170,9 +171,7 @@ def _perform(effect: Effect) -> Any:
 
 async def _aperform(effect: Effect) -> Any:
     if isinstance(effect, Transact):
-        return await asyncio.to_thread(
-            effect.database.run, effect.work, write=effect.write, snapshot=effect.snapshot
-        )
+        return await effect.database.arun(effect.work, write=effect.write, snapshot=effect.snapshot)
     if isinstance(effect, Emit):
         await signals.send_async(effect.sender, effect.pending)
         return None

@@ -10,6 +10,7 @@ escape: they become :mod:`tiermem.errors` types with the original as cause.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import sqlite3
@@ -412,6 +413,25 @@ class Database:
             except exc.SQLAlchemyError as error:
                 raise translate_error(error) from error
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def arun(
+        self, work: Callable[[Connection], T], *, write: bool = True, snapshot: bool = False
+    ) -> T:
+        """:meth:`run` for an event loop: on a worker thread of the loop's default
+        executor, with the engine's pool. (An async engine, awaiting each statement
+        of ``work`` through ``AsyncConnection.run_sync`` on psycopg's async mode,
+        cost more CPU per turn and gave fewer turns per second under 200 and
+        20 concurrent conversations: benchmarks/README.md.)
+
+        A cancelled caller does not stop the transaction: it runs to its end on its
+        thread, committing or rolling back as it would have, and then returns its
+        connection. So cancellation never leaves a connection checked out or a
+        transaction open, and a write whose caller was cancelled may still commit.
+
+        Raises:
+            StorageError: (a subclass) when the database fails; nothing was committed.
+        """
+        return await asyncio.to_thread(self.run, work, write=write, snapshot=snapshot)
 
     def dispose(self) -> None:
         """Close the pooled connections (and those kept between transactions)."""
