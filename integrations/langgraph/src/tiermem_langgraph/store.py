@@ -182,7 +182,8 @@ class TieredStore(BaseStore):
         index: LangGraph's ``IndexConfig``: ``fields`` (default ``["$"]``, every
             string and number of the value) decides the text full-text search
             sees; with ``embed`` and ``dims``, those fields are embedded too and a
-            query is scored by cosine similarity.
+            query is scored by tiermem's hybrid relevance of words and meaning (by
+            cosine similarity when none of its words matches).
         ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes),
             ``refresh_on_read`` (default True), ``sweep_interval_minutes`` (for
             :meth:`start_ttl_sweeper`).
