@@ -34,7 +34,8 @@ from ..errors import (
 )
 from . import _fast as _driver
 from . import failpoints as _failpoints
-from .schema import SessionRow, create_tables
+from .schema import SessionRow
+from .tables import create_tables
 
 __all__ = ["DEFAULT_URL", "DRIVER_ERRORS", "Connection", "Database", "parse_url", "translate_error"]
 
