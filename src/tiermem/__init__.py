@@ -7,7 +7,7 @@ from importlib import metadata
 from ._compression.policy import DEFAULT_SUMMARY_PROMPT
 from ._core.render import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
 from ._storage.database import Database
-from ._storage.schema import create_tables
+from ._storage.tables import create_tables
 from .errors import TiermemError
 from .memory import ConversationMemory
 from .state import SessionState

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from sqlalchemy.engine import Engine
 
-from tiermem import ConversationMemory, MemoryConfig
+from tiermem import ConversationMemory, MemoryConfig, create_tables
 from tiermem._storage import fts
 from tiermem._storage.database import Database
 from tiermem.errors import InvalidArgument
@@ -166,7 +166,7 @@ def test_index_installed_over_existing_entries_finds_them(
     with engine.begin() as conn:
         fts.uninstall(conn, fts.ENTRY_INDEX)
     with engine.begin() as conn:
-        fts.install(conn)
+        create_tables(conn)
     assert len(memory.search("narwhals")) == 1
 
 

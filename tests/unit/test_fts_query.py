@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from tiermem import ConversationMemory
 from tiermem._storage import fts
-from tiermem._storage.schema import create_tables
 from tiermem._storage.store import FTS_BATCH
+from tiermem._storage.tables import create_tables
 
 HOSTILE = [
     '"',

@@ -18,7 +18,8 @@ from .._core.messages import classify, deserialize, load_text, render_text
 from .._core.shape import provider_shape_problems
 from .._core.structure import EntryFacts, SummaryFacts, session_problems, unanswered_calls
 from ..tiers import MemoryTier, TierPolicy, calculate_tier
-from .schema import entry_table, session_table, summary_table, tiermem_tables
+from .schema import entry_table, session_table, summary_table
+from .tables import TABLES
 
 __all__ = ["find_violations"]
 
@@ -143,7 +144,7 @@ def _row_checks(present: frozenset[str]) -> tuple[sa.CompoundSelect[Any], tuple[
 
 def _orphans(present: frozenset[str], checks: list[Check]) -> None:
     """Rows of any tiermem table pointing at a session or summary that does not exist."""
-    for table in tiermem_tables:
+    for table in TABLES:
         if table.name not in present:
             continue
         for fk in table.foreign_keys:

@@ -36,7 +36,8 @@ from ..errors import (
 )
 from . import _fast as _driver
 from . import failpoints as _failpoints
-from .schema import SessionRow, create_tables
+from .schema import SessionRow
+from .tables import create_tables
 
 __all__ = [
     "DEFAULT_URL",

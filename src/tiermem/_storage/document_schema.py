@@ -10,11 +10,6 @@
   ``expires_at`` / ``ttl_minutes`` hold a time to live; the access-tier
   columns (``memory_tier``, ``last_accessed``, ``access_count``) are those of
   sessions and layer items.
-
-Importing this module registers the table with :func:`tiermem.tables.create_tables`
-and its full-text index as an ``after_create`` hook of its own (not in
-:data:`tiermem.fts.INDEXES`, which the migration of revision 0003 installs
-before this table exists).
 """
 
 from __future__ import annotations
@@ -24,13 +19,12 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
 from . import fts
-from . import schema as tables
+from .schema import utc_column
 
-__all__ = ["DOCUMENT_INDEX", "DocumentRow", "document_table", "install_document_index"]
+__all__ = ["DOCUMENT_INDEX", "DocumentRow", "document_table"]
 
 
 def _bytewise() -> Any:
@@ -65,11 +59,11 @@ class DocumentRow(SQLModel, table=True):
     value: Any = Field(sa_type=sa.JSON().with_variant(postgresql.JSONB(), "postgresql"))
     indexed_text: str | None = Field(default=None, sa_type=sa.Text)
     vectors: bytes | None = Field(default=None, sa_type=sa.LargeBinary)
-    created_at: datetime = Field(sa_type=tables.utc_column())
-    updated_at: datetime = Field(sa_type=tables.utc_column())
-    expires_at: datetime | None = Field(default=None, sa_type=tables.utc_column())
+    created_at: datetime = Field(sa_type=utc_column())
+    updated_at: datetime = Field(sa_type=utc_column())
+    expires_at: datetime | None = Field(default=None, sa_type=utc_column())
     ttl_minutes: float | None = Field(default=None, sa_type=sa.Float)
-    last_accessed: datetime = Field(sa_type=tables.utc_column())
+    last_accessed: datetime = Field(sa_type=utc_column())
     access_count: int = 0
     memory_tier: str = Field(default="active", max_length=16)
 
@@ -88,14 +82,3 @@ DOCUMENT_INDEX = fts.FtsIndex(
         ),
     ),
 )
-
-
-def install_document_index(conn: Connection) -> None:
-    """Create the documents' full-text index if it is missing (idempotent)."""
-    fts.install_index(conn, DOCUMENT_INDEX)
-
-
-if all(known.name != document_table.name for known in tables.tiermem_tables):
-    tables.tiermem_tables.append(document_table)
-if install_document_index not in tables.after_create:
-    tables.after_create.append(install_document_index)

@@ -12,10 +12,6 @@
 On PostgreSQL a statement trigger sends ``NOTIFY tiermem_event`` when events are
 inserted (by one transaction at a time: see :data:`NOTIFY_LOCK_KEY`), so followers
 wake at the commit instead of waiting for their poll interval.
-
-Importing this module registers the tables with
-:func:`tiermem._storage.schema.create_tables` and the trigger as an
-``after_create`` hook.
 """
 
 from __future__ import annotations
@@ -26,10 +22,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
-from . import schema as tables
+from .schema import utc_column
 
 __all__ = [
     "NOTIFY_CHANNEL",
+    "NOTIFY_TRIGGER",
     "ConsumerRow",
     "EventRow",
     "consumer_table",
@@ -39,6 +36,8 @@ __all__ = [
 
 #: The channel PostgreSQL notifies when events commit.
 NOTIFY_CHANNEL = "tiermem_event"
+#: The trigger that notifies it (and its function's name).
+NOTIFY_TRIGGER = "tiermem_event_notify"
 
 # A BIGINT primary key is not SQLite's rowid alias: keep INTEGER there.
 _BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -62,7 +61,7 @@ class EventRow(SQLModel, table=True):
     session_id: str | None = Field(default=None, max_length=255)
     kind: str = Field(max_length=32)
     payload: str = Field(sa_type=sa.Text)
-    created_at: datetime = Field(sa_type=tables.utc_column())
+    created_at: datetime = Field(sa_type=utc_column())
 
 
 class ConsumerRow(SQLModel, table=True):
@@ -74,7 +73,7 @@ class ConsumerRow(SQLModel, table=True):
     name: str = Field(max_length=255, primary_key=True)
     xid: int = Field(sa_type=sa.BigInteger)
     event_id: int = Field(sa_type=sa.BigInteger)
-    updated_at: datetime = Field(sa_type=tables.utc_column())
+    updated_at: datetime = Field(sa_type=utc_column())
 
 
 event_table: sa.Table = EventRow.__table__  # type: ignore[attr-defined]
@@ -89,7 +88,7 @@ NOTIFY_LOCK_KEY = 0x7465_766E
 # one that commits while another holds it is seen by the follower's next read, woken
 # by the other's notification or, at worst, by its poll interval.
 _NOTIFY_FUNCTION = f"""\
-CREATE OR REPLACE FUNCTION tiermem_event_notify() RETURNS trigger
+CREATE OR REPLACE FUNCTION {NOTIFY_TRIGGER}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF pg_try_advisory_xact_lock({NOTIFY_LOCK_KEY}) THEN
@@ -98,9 +97,9 @@ BEGIN
     RETURN NULL;
 END $$"""
 
-_NOTIFY_TRIGGER = """\
-CREATE TRIGGER tiermem_event_notify AFTER INSERT ON tiermem_event
-FOR EACH STATEMENT EXECUTE FUNCTION tiermem_event_notify()"""
+_NOTIFY_TRIGGER = f"""\
+CREATE TRIGGER {NOTIFY_TRIGGER} AFTER INSERT ON tiermem_event
+FOR EACH STATEMENT EXECUTE FUNCTION {NOTIFY_TRIGGER}()"""
 
 
 def install_notify(conn: Connection) -> None:
@@ -109,16 +108,9 @@ def install_notify(conn: Connection) -> None:
     if conn.dialect.name != "postgresql":
         return
     exists = conn.exec_driver_sql(
-        "SELECT 1 FROM pg_trigger WHERE tgrelid = 'tiermem_event'::regclass "
-        "AND tgname = 'tiermem_event_notify'"
+        "SELECT 1 FROM pg_trigger WHERE tgrelid = 'tiermem_event'::regclass AND tgname = %(name)s",
+        {"name": NOTIFY_TRIGGER},
     ).first()
     if exists is None:
         conn.exec_driver_sql(_NOTIFY_FUNCTION)
         conn.exec_driver_sql(_NOTIFY_TRIGGER)
-
-
-for _table in (event_table, consumer_table):
-    if all(known.name != _table.name for known in tables.tiermem_tables):
-        tables.tiermem_tables.append(_table)
-if install_notify not in tables.after_create:
-    tables.after_create.append(install_notify)

@@ -1,8 +1,9 @@
 """Full-text indexes: SQLite FTS5 and PostgreSQL ``tsvector``, kept in step in SQL.
 
-Each indexed table is described by an :class:`FtsIndex`. :func:`install` (an
-``after_create`` hook of :func:`tiermem._storage.schema.create_tables`, so
-``Database.ensure_schema`` and the migrations run it) creates, idempotently:
+Each indexed table is described by an :class:`FtsIndex` (every one is listed in
+:data:`tiermem._storage.tables.FULL_TEXT_INDEXES`). :func:`install_index` (which
+:func:`tiermem._storage.tables.create_tables` and the migrations run) creates,
+idempotently:
 
 * on SQLite, a view that yields the indexed text of each row, an
   external-content FTS5 table over that view and triggers on the base table
@@ -52,11 +53,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _fast as _driver
-from . import schema as tables
+from .schema import entry_table
 
 __all__ = [
     "ENTRY_INDEX",
-    "INDEXES",
     "MAX_INDEXED_CHARS",
     "MAX_QUERY_WORDS",
     "PG_SEPARATORS",
@@ -64,7 +64,6 @@ __all__ = [
     "FtsIndex",
     "flush",
     "fts5_query",
-    "install",
     "install_index",
     "PG_CONFIG",
     "SQLITE_TOKENIZER",
@@ -150,14 +149,11 @@ def _limited(column: str) -> str:
 #: Conversation entries, partitioned by session.
 ENTRY_INDEX = FtsIndex(
     name="tiermem_entry_fts",
-    table=tables.entry_table,
+    table=entry_table,
     partition_sql="{r}session_pk",
     columns=(FtsColumn("content", _limited("content")),),
     deferred=True,
 )
-
-#: Every index :func:`install` maintains; other modules append theirs.
-INDEXES: list[FtsIndex] = [ENTRY_INDEX]
 
 
 # --------------------------------------------------------------------------- queries
@@ -330,16 +326,6 @@ def _pg_install(conn: Connection, index: FtsIndex, config: str) -> None:
         conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS ix_{name} ON {table} USING gin (fts)")
 
 
-def install(conn: Connection) -> None:
-    """Create every registered full-text index that is missing (idempotent).
-
-    Runs inside the caller's transaction, which ``Database.ensure_schema``
-    serializes across processes.
-    """
-    for index in INDEXES:
-        install_index(conn, index)
-
-
 def install_index(conn: Connection, index: FtsIndex, *, stemmed: bool = True) -> None:
     """Create one full-text index if it is missing; an index of another layout (an
     older view, deferred where ``index`` is not) or of other words (stemmed where
@@ -362,6 +348,3 @@ def uninstall(conn: Connection, index: FtsIndex) -> None:
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
     conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}_src")
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}_pending")
-
-
-tables.after_create.append(install)

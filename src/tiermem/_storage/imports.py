@@ -16,8 +16,8 @@ from ..errors import ImportValidationError, SessionNotFound, StorageBusy
 from ..state import SessionState
 from ..tiers import MemoryTier, calculate_tier
 from . import failpoints as _failpoints
-from . import fts, store
-from .schema import dialect_insert, entry_table, session_table, summary_table
+from . import fts, store, summaries
+from .schema import dialect_insert, entry_table, session_table
 
 __all__ = ["ImportPlan"]
 
@@ -51,43 +51,33 @@ class ImportPlan:
             # transaction's forced custom plans would plan each row afresh).
             conn.exec_driver_sql("SET LOCAL plan_cache_mode = auto")
         # Every summary in one statement, then every parent link in one more.
-        summary_rows = [
-            {
-                "session_pk": pk,
-                "content": store_text(summary.content),
-                "level": summary.level,
-                "first_seq": summary.first_seq,
-                "last_seq": summary.last_seq,
-                "entry_count": self.entry_counts[position],
-                "token_count": self.summary_tokens[position],
-                "original_token_count": self.original_tokens[position],
-                "created_at": summary.created_at,
-                "start_time": summary.start_time,
-                "end_time": summary.end_time,
-            }
-            for position, summary in enumerate(state.summaries)
-        ]
-        ids: list[int] = []
-        if summary_rows:
-            inserted = conn.execute(
-                sa.insert(summary_table).returning(
-                    summary_table.c.id, sort_by_parameter_order=True
-                ),
-                summary_rows,
-            )
-            ids = list(inserted.scalars())
-        links = [
-            {"child": ids[position], "parent": ids[summary.parent]}
-            for position, summary in enumerate(state.summaries)
-            if summary.parent is not None
-        ]
-        if links:
-            conn.execute(
-                sa.update(summary_table)
-                .where(summary_table.c.id == sa.bindparam("child"))
-                .values(parent_id=sa.bindparam("parent")),
-                links,
-            )
+        ids = summaries.insert_summaries(
+            conn,
+            pk,
+            [
+                summaries.NewSummary(
+                    content=summary.content,
+                    level=summary.level,
+                    first_seq=summary.first_seq,
+                    last_seq=summary.last_seq,
+                    entry_count=self.entry_counts[position],
+                    token_count=self.summary_tokens[position],
+                    original_token_count=self.original_tokens[position],
+                    created_at=summary.created_at,
+                    start_time=summary.start_time,
+                    end_time=summary.end_time,
+                )
+                for position, summary in enumerate(state.summaries)
+            ],
+        )
+        summaries.link_parents(
+            conn,
+            [
+                (ids[position], ids[summary.parent])
+                for position, summary in enumerate(state.summaries)
+                if summary.parent is not None
+            ],
+        )
         rows = [
             {
                 "session_pk": pk,

@@ -7,10 +7,6 @@ in-process and has none.
   session (``memory_tier``, ``last_accessed``, ``access_count``, indexed).
   ``item_key`` is a semantic item's key (unique per scope) or a procedural
   rule's condition; ``content`` is the text, the value or the action.
-
-Importing this module registers both tables with
-:func:`tiermem._storage.schema.create_tables` and the item table's full-text index
-with :mod:`tiermem._storage.fts`.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from . import fts
-from . import schema as tables
+from .schema import utc_column
 
 __all__ = [
     "ITEM_INDEX",
@@ -43,7 +39,7 @@ class LayerScopeRow(SQLModel, table=True):
     pk: int | None = Field(default=None, primary_key=True)
     project: str = Field(max_length=255)
     scope: str = Field(max_length=255)
-    created_at: datetime = Field(sa_type=tables.utc_column())
+    created_at: datetime = Field(sa_type=utc_column())
 
 
 _SEMANTIC = sa.text("layer = 'semantic'")
@@ -93,9 +89,9 @@ class LayerItemRow(SQLModel, table=True):
     token_count: int
     #: UTF-8 bytes of content, key and metadata (summed by ``get_stats``).
     byte_size: int
-    created_at: datetime = Field(sa_type=tables.utc_column())
-    updated_at: datetime = Field(sa_type=tables.utc_column())
-    last_accessed: datetime = Field(sa_type=tables.utc_column())
+    created_at: datetime = Field(sa_type=utc_column())
+    updated_at: datetime = Field(sa_type=utc_column())
+    last_accessed: datetime = Field(sa_type=utc_column())
     access_count: int = 0
     memory_tier: str = Field(default="active", max_length=16)
 
@@ -120,12 +116,6 @@ ITEM_INDEX = fts.FtsIndex(
         fts.FtsColumn("content", f"substr({{r}}content, 1, {fts.MAX_INDEXED_CHARS})"),
     ),
 )
-
-for _table in (scope_table, item_table):
-    if all(known.name != _table.name for known in tables.tiermem_tables):
-        tables.tiermem_tables.append(_table)
-if all(known.name != ITEM_INDEX.name for known in fts.INDEXES):
-    fts.INDEXES.append(ITEM_INDEX)
 
 
 def in_project(project: str | None, *, by_scope: bool = True) -> sa.ColumnElement[bool]:

@@ -1,4 +1,5 @@
-"""SQLModel table models: persistence details, never returned to callers.
+"""The conversation tables (sessions, summaries, entries): persistence details, never
+returned to callers. :mod:`tiermem._storage.tables` lists every table tiermem creates.
 
 Counters on the session row are kept incrementally under the session lock, so
 no operation ever has to scan a session's entries to know its totals:
@@ -14,23 +15,22 @@ hands the model (the summaries' system-message framing aside).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
 __all__ = [
-    "dialect_insert",
     "EntryRow",
     "SessionRow",
     "SummaryRow",
-    "after_create",
-    "create_tables",
-    "tiermem_tables",
+    "dialect_insert",
+    "entry_table",
+    "session_table",
+    "summary_table",
     "utc_column",
 ]
 
@@ -162,42 +162,6 @@ class EntryRow(SQLModel, table=True):
 session_table: sa.Table = SessionRow.__table__  # type: ignore[attr-defined]
 summary_table: sa.Table = SummaryRow.__table__  # type: ignore[attr-defined]
 entry_table: sa.Table = EntryRow.__table__  # type: ignore[attr-defined]
-
-#: Every table tiermem owns, in dependency order. Other modules append theirs.
-tiermem_tables: list[sa.Table] = [session_table, summary_table, entry_table]
-
-
-#: Run on the same connection after the tables exist (full-text indexes and their
-#: triggers); each must be idempotent. Other modules append theirs.
-after_create: list[Callable[[Connection], None]] = []
-
-
-#: PostgreSQL advisory lock key serializing schema creation ("tier").
-SCHEMA_LOCK_KEY = 0x7469_6572
-
-
-def create_tables(bind: Engine | Connection) -> None:
-    """Create tiermem's tables (and only those) if they do not exist, then run the
-    ``after_create`` hooks. Safe when several processes do it at once."""
-    if isinstance(bind, Engine):
-        # One transaction. On PostgreSQL the advisory lock serializes creators; on a
-        # plain SQLite engine (no BEGIN IMMEDIATE) a creator that loses the race to
-        # CREATE a table retries and then finds it.
-        for attempt in range(5):
-            try:
-                with bind.begin() as conn:
-                    create_tables(conn)
-                return
-            except sa.exc.DBAPIError as error:
-                text = str(error.orig).lower()
-                if attempt == 4 or ("already exists" not in text and "duplicate" not in text):
-                    raise
-        return
-    if bind.dialect.name == "postgresql":
-        bind.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
-    SQLModel.metadata.create_all(bind, tables=tiermem_tables)
-    for hook in after_create:
-        hook(bind)
 
 
 def dialect_insert(conn: Connection, table: sa.Table) -> Any:

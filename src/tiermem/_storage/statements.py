@@ -138,8 +138,15 @@ CLAIM = (
     .values(claim_token=sa.bindparam("token"), claim_expires_at=sa.bindparam("expires"))
 )
 
-#: Insert a summary row (all columns as parameters), returning its id.
-INSERT_SUMMARY = sa.insert(summary_table).returning(M.id)
+#: Insert summary rows (all columns as parameters), returning their ids in parameter order.
+INSERT_SUMMARY = sa.insert(summary_table).returning(M.id, sort_by_parameter_order=True)
+
+#: Make summary :child a child of summary :parent (run as an executemany).
+SET_PARENT = (
+    sa.update(summary_table)
+    .where(M.id == sa.bindparam("child"))
+    .values(parent_id=sa.bindparam("parent"))
+)
 
 #: Link the unpinned active entries :first..:last of session :pk to summary :sid.
 LINK_ENTRIES = (

@@ -1,14 +1,17 @@
 """The summary table: reading summaries, and the one path that writes them.
 
-Compression and merges take a claim on the session first (:func:`claim`), call
-the model outside any transaction, then commit here only if the claim is still
-theirs and every entry is unchanged.
+A summary row is built and inserted by :func:`insert_summaries` alone, whether a
+compression (:func:`commit_summary`), a merge (:func:`commit_merge`) or an import
+(:mod:`tiermem._storage.imports`) writes it. Compression and merges take a claim on
+the session first (:func:`claim`), call the model outside any transaction, then
+commit here only if the claim is still theirs and every entry is unchanged.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +31,18 @@ from . import failpoints as _failpoints
 from . import statements as _sql
 from .schema import entry_table, session_table, summary_table
 from .store import SessionRow, get_session
+
+__all__ = [
+    "NewSummary",
+    "claim",
+    "commit_merge",
+    "commit_summary",
+    "get_summary_row",
+    "insert_summaries",
+    "link_parents",
+    "read_summaries",
+    "release_failed_claim",
+]
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
 
@@ -110,6 +125,91 @@ def get_summary_row(
     return dict(row), session
 
 
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True, slots=True)
+class NewSummary:
+    """A summary row to insert: every column but its id, session and parent.
+
+    Attributes:
+        entry_count: the entries it covers, directly or through merged summaries.
+        original_token_count: the tokens of what it summarizes (its entries, or
+            its children for a merge).
+    """
+
+    content: str
+    level: int
+    first_seq: int
+    last_seq: int
+    entry_count: int
+    token_count: int
+    original_token_count: int
+    created_at: datetime
+    start_time: datetime
+    end_time: datetime
+
+    def stored(self, session_id: str, summary_id: int, entry_ids: Sequence[int]) -> MemorySummary:
+        """The summary as callers see it once stored with ``summary_id``."""
+        return MemorySummary(
+            id=summary_id,
+            session_id=session_id,
+            content=self.content,
+            original_entry_ids=tuple(entry_ids),
+            token_count=self.token_count,
+            original_token_count=self.original_token_count,
+            compression_ratio=self.token_count / self.original_token_count
+            if self.original_token_count
+            else 0.0,
+            created_at=self.created_at,
+            time_range=(self.start_time, self.end_time),
+            level=self.level,
+            first_seq=self.first_seq,
+            last_seq=self.last_seq,
+        )
+
+
+def insert_summaries(
+    conn: Connection, session_pk: int, summaries: Sequence[NewSummary]
+) -> list[int]:
+    """Insert top-level summaries (no parent yet) of one session; their ids, in order.
+
+    One summary is one statement (on SQLite through the driver); many are one
+    executemany, which SQLAlchemy sends as a few multi-row INSERTs.
+    """
+    rows = [
+        {
+            "session_pk": session_pk,
+            "content": store_text(summary.content),
+            "level": summary.level,
+            "first_seq": summary.first_seq,
+            "last_seq": summary.last_seq,
+            "entry_count": summary.entry_count,
+            "token_count": summary.token_count,
+            "original_token_count": summary.original_token_count,
+            "created_at": summary.created_at,
+            "start_time": summary.start_time,
+            "end_time": summary.end_time,
+            "parent_id": None,
+        }
+        for summary in summaries
+    ]
+    if len(rows) == 1:
+        (row,) = _driver.fetch_rows(conn, _sql.INSERT_SUMMARY, rows[0], column_keys=tuple(rows[0]))
+        return [row[0]]
+    if not rows:
+        return []
+    return list(conn.execute(_sql.INSERT_SUMMARY, rows).scalars())
+
+
+def link_parents(conn: Connection, links: Sequence[tuple[int, int]]) -> None:
+    """Set the parent of each ``(child id, parent id)`` pair, in one executemany."""
+    if links:
+        conn.execute(
+            _sql.SET_PARENT, [{"child": child, "parent": parent} for child, parent in links]
+        )
+
+
 # --------------------------------------------------------------------------- compression
 
 
@@ -179,24 +279,21 @@ def commit_summary(
     """
     _check_claim(session, token)
     original = sum(entry.token_count for entry in entries)
-    first, last = entries[0].seq, entries[-1].seq
-    row = {
-        "session_pk": session["pk"],
-        "content": store_text(content),
-        "level": 1,
-        "first_seq": first,
-        "last_seq": last,
-        "entry_count": len(entries),
-        "token_count": token_count,
-        "original_token_count": original,
-        "created_at": now,
-        "start_time": entries[0].timestamp,
-        "end_time": entries[-1].timestamp,
-        "parent_id": None,
-    }
-    (summary_id,) = _driver.fetch_rows(conn, _sql.INSERT_SUMMARY, row, column_keys=tuple(row))[0]
+    new = NewSummary(
+        content=content,
+        level=1,
+        first_seq=entries[0].seq,
+        last_seq=entries[-1].seq,
+        entry_count=len(entries),
+        token_count=token_count,
+        original_token_count=original,
+        created_at=now,
+        start_time=entries[0].timestamp,
+        end_time=entries[-1].timestamp,
+    )
+    (summary_id,) = insert_summaries(conn, session["pk"], [new])
     _failpoints.hit("compress.after_summary_insert")
-    link = {"pk_": session["pk"], "first": first, "last": last, "sid": summary_id}
+    link = {"pk_": session["pk"], "first": new.first_seq, "last": new.last_seq, "sid": summary_id}
     linked = _driver.write(conn, _sql.LINK_ENTRIES, link)
     if linked != len(entries):
         raise CompressionConflict("the entries changed while the summarizer ran; nothing written")
@@ -208,20 +305,7 @@ def commit_summary(
         "summary_tokens": session["summary_tokens"] + token_count,
     }
     _finish_claim(conn, session, counters)
-    summary = MemorySummary(
-        id=summary_id,
-        session_id=session["session_id"],
-        content=content,
-        original_entry_ids=tuple(entry.id for entry in entries),
-        token_count=token_count,
-        original_token_count=original,
-        compression_ratio=token_count / original if original else 0.0,
-        created_at=now,
-        time_range=(entries[0].timestamp, entries[-1].timestamp),
-        level=1,
-        first_seq=first,
-        last_seq=last,
-    )
+    summary = new.stored(session["session_id"], summary_id, [entry.id for entry in entries])
     return summary, {**session, **counters}
 
 
@@ -241,8 +325,6 @@ def commit_merge(
     """
     _check_claim(session, token)
     original = sum(child.token_count for child in children)
-    first, last = children[0].first_seq, children[-1].last_seq
-    level = max(child.level for child in children) + 1
     # Neither the plan nor this commit reads the ids of the entries under the merged
     # summary: they are every entry of the conversation so far, and reading them made
     # each merge cost O(conversation). Its entry count is its children's.
@@ -252,23 +334,19 @@ def commit_merge(
             M.session_pk == session["pk"], M.id.in_(child_ids)
         )
     ).scalar_one()
-    summary_id = conn.execute(
-        sa.insert(summary_table)
-        .values(
-            session_pk=session["pk"],
-            content=store_text(content),
-            level=level,
-            first_seq=first,
-            last_seq=last,
-            entry_count=entry_count,
-            token_count=token_count,
-            original_token_count=original,
-            created_at=now,
-            start_time=children[0].time_range[0],
-            end_time=children[-1].time_range[1],
-        )
-        .returning(M.id)
-    ).scalar_one()
+    new = NewSummary(
+        content=content,
+        level=max(child.level for child in children) + 1,
+        first_seq=children[0].first_seq,
+        last_seq=children[-1].last_seq,
+        entry_count=entry_count,
+        token_count=token_count,
+        original_token_count=original,
+        created_at=now,
+        start_time=children[0].time_range[0],
+        end_time=children[-1].time_range[1],
+    )
+    (summary_id,) = insert_summaries(conn, session["pk"], [new])
     linked = conn.execute(
         sa.update(summary_table)
         .where(
@@ -285,20 +363,7 @@ def commit_merge(
         "summary_tokens": session["summary_tokens"] - original + token_count,
     }
     _finish_claim(conn, session, counters)
-    summary = MemorySummary(
-        id=summary_id,
-        session_id=session["session_id"],
-        content=content,
-        original_entry_ids=(),  # see MemorySummary: get_summaries() lists them
-        token_count=token_count,
-        original_token_count=original,
-        compression_ratio=token_count / original if original else 0.0,
-        created_at=now,
-        time_range=(children[0].time_range[0], children[-1].time_range[1]),
-        level=level,
-        first_seq=first,
-        last_seq=last,
-    )
+    summary = new.stored(session["session_id"], summary_id, ())  # get_summaries() lists them
     return summary, {**session, **counters}
 
 

@@ -11,9 +11,6 @@
   its item, and in the transaction that changes its text), the item's scope and
   layer (a search reads the vectors of one scope's layer together), the model's
   id and the vector.
-
-Importing this module registers both tables with
-:func:`tiermem._storage.schema.create_tables`.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from . import schema as tables
 from .layer_schema import item_table
 
 __all__ = ["EntryVectorRow", "ItemVectorRow", "entry_vector_table", "item_vector_table"]
@@ -76,7 +72,3 @@ class ItemVectorRow(SQLModel, table=True):
 
 entry_vector_table: sa.Table = EntryVectorRow.__table__  # type: ignore[attr-defined]
 item_vector_table: sa.Table = ItemVectorRow.__table__  # type: ignore[attr-defined]
-
-for _table in (entry_vector_table, item_vector_table):
-    if all(known.name != _table.name for known in tables.tiermem_tables):
-        tables.tiermem_tables.append(_table)

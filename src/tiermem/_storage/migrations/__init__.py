@@ -14,7 +14,8 @@ from alembic.config import Config
 from alembic.util import CommandError
 
 from ...errors import InvalidArgument
-from ..database import _SCHEMA_LOCK_KEY, Database, translate_error
+from ..database import Database, translate_error
+from ..tables import lock_schema
 
 __all__ = ["VERSION_TABLE", "upgrade"]
 
@@ -34,10 +35,8 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
     config.set_main_option("script_location", str(Path(__file__).parent))
     try:
         with database.engine.begin() as connection:
-            if connection.dialect.name == "postgresql":
-                # Concurrent upgrades would race to create the version table: serialize
-                # them (SQLite's BEGIN IMMEDIATE already does).
-                connection.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
+            # Concurrent upgrades would race to create the version table.
+            lock_schema(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
     except CommandError as error:

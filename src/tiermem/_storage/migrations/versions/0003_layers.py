@@ -22,11 +22,12 @@ down_revision = "0002"
 
 
 def upgrade() -> None:
-    """Create the layer tables and every full-text index."""
+    """Create the layer tables and the full-text indexes of entries and items."""
     bind = op.get_bind()
     for table in (scope_table, item_table):
         table.create(bind, checkfirst=True)
-    fts.install(bind)
+    for index in (fts.ENTRY_INDEX, ITEM_INDEX):
+        fts.install_index(bind, index)
 
 
 def downgrade() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from alembic import op
 
 from tiermem._storage import fts
-from tiermem._storage.document_schema import DOCUMENT_INDEX, document_table, install_document_index
+from tiermem._storage.document_schema import DOCUMENT_INDEX, document_table
 
 revision = "0006"
 down_revision = "0005"
@@ -24,7 +24,7 @@ def upgrade() -> None:
     """Create the document table and its full-text index."""
     bind = op.get_bind()
     document_table.create(bind, checkfirst=True)
-    install_document_index(bind)
+    fts.install_index(bind, DOCUMENT_INDEX)
 
 
 def downgrade() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from alembic import op
 
 from tiermem._storage import fts
+from tiermem._storage.tables import FULL_TEXT_INDEXES
 
 revision = "0007"
 down_revision = "0006"
@@ -22,12 +23,12 @@ down_revision = "0006"
 def upgrade() -> None:
     """Rebuild every full-text index with stemming."""
     bind = op.get_bind()
-    for index in fts.INDEXES:
+    for index in FULL_TEXT_INDEXES:
         fts.install_index(bind, index)
 
 
 def downgrade() -> None:
     """Rebuild every full-text index without stemming (revision 0006's words)."""
     bind = op.get_bind()
-    for index in fts.INDEXES:
+    for index in FULL_TEXT_INDEXES:
         fts.install_index(bind, index, stemmed=False)
