@@ -34,7 +34,7 @@ NOT_ABOUT_THE_STORE: dict[str, str] = {}
 #: Peer tests that run in the slow suite (``make test-slow``), with the reason.
 SLOW: dict[str, str] = {
     "test_large_batches_async": (
-        "6,000 concurrent calls, each its own TieredStore transaction: 10-15 s per backend"
+        "6,000 concurrent calls, each its own TieredStore transaction: 5-15 s per backend"
         " on 2 cores (AsyncSqliteStore merges concurrent calls into shared batches)"
     ),
 }
