@@ -63,7 +63,17 @@ PINS: dict[str, Pin] = {
     "langgraph-checkpoint-sqlite": Pin(
         "3.1.2",
         "4e3f376fa6f192d6ad2a1a4643b039986f1593552ef870e9e45281575de6fbf2",
-        ("tests/test_store.py",),
+        ("tests/test_store.py", "tests/test_async_store.py", "tests/test_ttl.py"),
+    ),
+    "langgraph-checkpoint-postgres": Pin(
+        "3.2.0",
+        "dffef0e6822d7c614019f7f2c4bdbef42859746aee2d3e6d9d9747cf3744ca90",
+        (
+            "tests/test_store.py",
+            "tests/test_async_store.py",
+            "tests/conftest.py",
+            "tests/embed_test_utils.py",
+        ),
     ),
 }
 

@@ -186,7 +186,8 @@ class TieredStore(BaseStore):
             cosine similarity when none of its words matches).
         ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes),
             ``refresh_on_read`` (default True), ``sweep_interval_minutes`` (for
-            :meth:`start_ttl_sweeper`).
+            :meth:`start_ttl_sweeper`); ``omit_expired`` is accepted, and expired
+            items are never returned whatever it says.
 
     Raises:
         InvalidArgument: for a bad ``index`` or ``ttl``.
@@ -230,9 +231,13 @@ class TieredStore(BaseStore):
             return None
         if not isinstance(ttl, Mapping):
             raise InvalidArgument("ttl must be a TTLConfig mapping")
-        unknown = set(ttl) - {"default_ttl", "refresh_on_read", "sweep_interval_minutes"}
+        known = {"default_ttl", "refresh_on_read", "omit_expired", "sweep_interval_minutes"}
+        unknown = set(ttl) - known
         if unknown:
             raise InvalidArgument(f"unknown TTLConfig keys: {sorted(unknown)}")
+        # Accepted as LangGraph's stores accept it; expired items are omitted either way.
+        if not isinstance(ttl.get("omit_expired", False), bool):
+            raise InvalidArgument("omit_expired must be a bool")
         _check_ttl(ttl.get("default_ttl"))
         interval = ttl.get("sweep_interval_minutes")
         if interval is not None and (
