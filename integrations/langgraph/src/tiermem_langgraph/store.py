@@ -44,7 +44,6 @@ from langgraph.store.base import (
 )
 from sqlalchemy.engine import Connection
 from tiermem import ConversationMemory, MemoryTier
-from tiermem._core import dense
 from tiermem._storage import documents as docs
 from tiermem._storage import fts
 from tiermem._storage.database import commit_without_waiting
@@ -59,9 +58,6 @@ T = TypeVar("T")
 #: documents that pass the namespace and filter, plus every word match among the same
 #: number of best word matches.
 DEFAULT_VECTOR_CANDIDATES = 1_000
-#: The weight of meaning against words in a search with both (as a memory's default
-#: ``dense_weight``).
-DENSE_WEIGHT = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,8 +178,7 @@ class TieredStore(BaseStore):
         index: LangGraph's ``IndexConfig``: ``fields`` (default ``["$"]``, every
             string and number of the value) decides the text full-text search
             sees; with ``embed`` and ``dims``, those fields are embedded too and a
-            query is scored by tiermem's hybrid relevance of words and meaning (by
-            cosine similarity when none of its words matches).
+            query is scored by cosine similarity.
         ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes),
             ``refresh_on_read`` (default True), ``sweep_interval_minutes`` (for
             :meth:`start_ttl_sweeper`); ``omit_expired`` is accepted, and expired
@@ -487,31 +482,27 @@ class TieredStore(BaseStore):
                 conn, words=[], limit=cap, offset=0, with_vectors=True, **common
             )
         }
-        lexical: dict[int, float] = {}
         if words:
             for document in docs.search_documents(
                 conn, words=words, limit=cap, offset=0, with_vectors=True, **common
             ):
-                candidates[document.id] = document
-                lexical[document.id] = float(document.score or 0.0)
+                candidates.setdefault(document.id, document)
         query = np.asarray(query_vector, dtype=np.float32)
         query_norm = float(np.linalg.norm(query)) or 1.0
-        similar: dict[int, float] = {}
+        scored: list[tuple[float, docs.StoredDocument]] = []
+        unscored: list[docs.StoredDocument] = []
         for document in candidates.values():
             if not document.vectors:
+                unscored.append(document)
                 continue
             matrix = np.frombuffer(document.vectors, dtype=np.float32).reshape(-1, len(query))
             norms = np.linalg.norm(matrix, axis=1)
             norms[norms == 0] = 1.0
-            similar[document.id] = float(np.max(matrix @ query / (norms * query_norm)))
-        # With words that match, tiermem's hybrid relevance (min-max scaled BM25 and
-        # cosine, weighted alike); without, the cosine itself, as LangGraph's stores
-        # report it.
-        scores = dense.blend(lexical, similar, DENSE_WEIGHT) if lexical else similar
-        ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
-        found = [_with_score(candidates[doc_id], score) for doc_id, score in ranked]
-        unscored = [document for doc_id, document in candidates.items() if doc_id not in scores]
-        return (found + unscored)[op.offset : op.offset + op.limit]
+            best = float(np.max(matrix @ query / (norms * query_norm)))
+            scored.append((best, document))
+        scored.sort(key=lambda pair: (-pair[0], -pair[1].id))
+        ranked = [_with_score(document, score) for score, document in scored] + unscored
+        return ranked[op.offset : op.offset + op.limit]
 
     def _list_namespaces(
         self, conn: Connection, op: ListNamespacesOp, now: datetime
