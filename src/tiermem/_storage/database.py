@@ -57,7 +57,6 @@ DRIVER_ERRORS = (exc.SQLAlchemyError,)
 #: PostgreSQL SQLSTATEs retried a bounded number of times: serialization failure, deadlock.
 _RETRYABLE_PG = {"40001", "40P01"}
 _MAX_RETRIES = 5
-_SCHEMA_LOCK_KEY = 0x7469_6572  # "tier": advisory lock serializing schema creation
 #: Run first in every PostgreSQL transaction. psycopg prepares a statement on the
 #: server after a few runs, and PostgreSQL may then keep one generic plan for it:
 #: a plan chosen while a session's tables were tiny (a sequential scan) would stay
@@ -326,9 +325,7 @@ class Database:
                 self.engine.connect().execution_options(**self._write_options) as conn,
                 conn.begin(),
             ):
-                if self.is_postgres:
-                    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
-                create_tables(conn)
+                create_tables(conn)  # on PostgreSQL under the schema's advisory lock
         except exc.SQLAlchemyError as error:
             raise translate_error(error) from error
         self._schema_ready = True
