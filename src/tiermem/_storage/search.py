@@ -251,8 +251,8 @@ def pg_candidates(
     in the unit of ``average``); common words are handled as :data:`COMMON_ROWS`
     says."""
     # A prepared statement's generic plan cannot see the words: it would AND a GIN
-    # scan of every row holding a common word with the scope. Plan with the words.
-    conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+    # scan of every row holding a common word with the scope. Every transaction of a
+    # Database plans with the actual parameters (plan_cache_mode), so these do too.
     bound: dict[str, Any] = {f"w{i}": fts.tsquery_any([word]) for i, word in enumerate(words)}
     counted = conn.execute(
         _pg_counts(len(words), **parts), {**params, **bound, "n": COMMON_ROWS + 1}
