@@ -158,6 +158,29 @@ def test_a_turn_resent_with_skip_existing_is_one_transaction(
     assert memory.get_stats("s").total_entries == 2 + len(state)
 
 
+def test_a_partly_resent_turn_appends_only_its_new_messages(make_memory: MemoryFactory) -> None:
+    """The append reserves seqs for every message, then drops the ids the session
+    holds (checked under its lock) and gives their seqs and tokens back: the new
+    messages take the next seqs with no gap, the counters grow by them alone, and the
+    access is recorded once."""
+    memory = make_memory(config=MemoryConfig(auto_compress=False))
+    turn = [HumanMessage("question", id="q1"), AIMessage("answer", id="a1")]
+    memory.add_messages("s", turn)
+    before = memory.get_stats("s")
+    reads = memory.get_stats("s").access_count - before.access_count
+    stored = memory.add_messages(
+        "s", [*turn, HumanMessage("next question", id="q2")], skip_existing=True
+    )
+    assert [(entry.seq, entry.content) for entry in stored] == [(3, "next question")]
+    after = memory.get_stats("s")
+    assert after.total_entries == after.active_entries == 3
+    assert after.total_tokens == before.total_tokens + stored[0].token_count
+    assert after.access_count == before.access_count + 2 * reads + 1
+    assert memory.add_messages("s", turn, skip_existing=True) == []
+    assert memory.get_stats("s").total_tokens == after.total_tokens
+    assert memory.add_user_message("s", "later").seq == 4
+
+
 def test_resent_ids_with_nul_are_found(make_memory: MemoryFactory) -> None:
     """An id holding NUL (stored escaped, as PostgreSQL text cannot hold it) is found
     again by ``skip_existing``, in a short batch and in a long one."""

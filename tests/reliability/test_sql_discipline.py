@@ -16,10 +16,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem._storage import database
 from tiermem.errors import StorageBusy, StorageError
 from tiermem.testing import FakeSummarizer, ManualClock
 
 from ..conftest import PG_URL, MemoryFactory, pg_engine_for
+from .commit_faults import terminate_backend
 
 WRITES = ("INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER")
 MARK_BEGIN, MARK_END = "<begin>", "<end>"
@@ -224,6 +226,60 @@ def test_postgres_settings_of_a_memorys_own_engine(pg_schema: str) -> None:
         memory.close()
 
 
+def test_postgres_pings_only_connections_that_sat_idle(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory made from a URL pings a pooled connection before a transaction only
+    when the connection sat unused longer than PING_AFTER_IDLE_SECONDS (a busy
+    service pays no round trip per transaction for it); a connection that died while
+    idle is replaced, and the call works."""
+    memory = ConversationMemory(f"{PG_URL}?options=-csearch_path%3D{pg_schema}")
+    dialect = memory.engine.dialect
+    ping = dialect.do_ping
+    pings: list[int] = []
+
+    def counted(dbapi_connection: Any) -> bool:
+        pings.append(1)
+        return ping(dbapi_connection)
+
+    monkeypatch.setattr(dialect, "do_ping", counted)
+    try:
+        memory.add_user_message("s", "hello")
+        memory.get_messages("s")
+        memory.add_messages("s", [AIMessage("hi")])
+        assert pings == []
+        pid = memory.database.run(lambda c: c.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+        monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.05)
+        terminate_backend(int(pid))
+        time.sleep(0.1)
+        assert memory.add_user_message("s", "after the restart").seq == 3
+        assert len(pings) == 1
+    finally:
+        memory.close()
+
+
+@contextmanager
+def commit_modes(engine: Engine) -> Iterator[list[str | None]]:
+    """``synchronous_commit`` as each transaction on ``engine`` commits (PostgreSQL;
+    ``None`` on SQLite, which has no such setting)."""
+    modes: list[str | None] = []
+
+    def on_commit(conn: sa.Connection) -> None:
+        if conn.dialect.name != "postgresql":
+            modes.append(None)
+            return
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        row = driver.execute("SHOW synchronous_commit").fetchone()
+        modes.append(str(row[0]))
+
+    sa.event.listen(engine, "commit", on_commit)
+    try:
+        yield modes
+    finally:
+        sa.event.remove(engine, "commit", on_commit)
+
+
 def test_only_access_records_commit_without_waiting(
     make_memory: MemoryFactory, clock: ManualClock
 ) -> None:
@@ -232,22 +288,23 @@ def test_only_access_records_commit_without_waiting(
     tier change, with its event), commit synchronously. SQLite never asks."""
     memory = make_memory(config=MemoryConfig(auto_compress=False))
     memory.add_user_message("s", "hello")
-    lazy = "SET LOCAL synchronous_commit = off"
     on_pg = memory.engine.dialect.name == "postgresql"
-    with captured(memory.engine) as log:
+    with commit_modes(memory.engine) as modes:
         memory.get_messages("s")
-    (read,) = units(log)
-    assert (lazy in read) is on_pg
-    with captured(memory.engine) as log:
+    assert modes == ["off" if on_pg else None]
+    with commit_modes(memory.engine) as modes:
         memory.add_user_message("s", "again")
-    assert all(lazy not in unit for unit in units(log))
+    assert modes == ["on" if on_pg else None]
     clock.advance(days=10)
     memory.recalculate_tiers()
-    with captured(memory.engine) as log:
+    with captured(memory.engine) as log, commit_modes(memory.engine) as modes:
         memory.get_messages("s")  # wakes the session: tier_changed
     (woken,) = units(log)
-    assert lazy not in woken
+    assert modes == ["on" if on_pg else None]
     assert any("TIERMEM_EVENT" in statement.upper() for statement in woken) is True
+    with commit_modes(memory.engine) as modes:
+        memory.get_messages("s")  # ACTIVE again: the access record alone
+    assert modes == ["off" if on_pg else None]
 
 
 def test_pooled_sqlite_connections_are_configured(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from .._core.runner import Op
 from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
 from .._storage import fts, store
 from .._storage import summaries as summary_rows
-from .._storage.database import Connection, commit_without_waiting
+from .._storage.database import Connection
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
@@ -77,10 +77,9 @@ def read_session(
         session = store.touch_session(conn, ctx.project, session_id, now)
         if session is None:
             return empty, []
-        woken = store.activate(conn, session)
-        pending = feed.woken(ctx, session_id, woken)
-        if not pending:  # only the access was written; a tier change is an event
-            commit_without_waiting(conn)
+        # An ACTIVE session's access commits without waiting for the disk (set by
+        # touch_session); waking one writes a tier_changed event, committed as usual.
+        pending = feed.woken(ctx, session_id, store.activate(conn, session))
         return reader(conn, session), pending
 
     return (yield from feed.transact_recorded(ctx, work))

@@ -176,31 +176,43 @@ def _store(
             return None
         return store.read_message_window(conn, counters)
 
-    def work(
-        conn: Connection,
-    ) -> tuple[
-        list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, list[Pending]
-    ]:
-        todo = list(prepared)
-        if skip_existing and todo:
-            pk = create(conn)["pk"]
-            seen = store.existing_message_ids(
-                conn, pk, [e.message.id for e in todo if e.message.id]
-            )
-            todo = [e for e in todo if not e.message.id or e.message.id not in seen]
-        if not todo:
-            session = dict(create(conn))
-            pending = feed.woken(ctx, session_id, store.touch(conn, session, now))
-            feed.record(ctx, conn, pending)
-            return [], session, window(conn, session), None, pending
-        # One UPDATE ... RETURNING allocates the seqs; the session is created
-        # only on its first append.
+    def _reserve(conn: Connection, todo: Sequence[store.NewEntry]) -> dict[str, Any]:
+        # One UPDATE ... RETURNING allocates the seqs and locks the session, which
+        # is created only on its first append.
         reserved = store.reserve(conn, ctx.project, session_id, todo, now)
         if reserved is None:
             create(conn)
             reserved = store.reserve(conn, ctx.project, session_id, todo, now)
         if reserved is None:  # pragma: no cover - the row was just created
             raise SessionNotFound(session_id)
+        return reserved
+
+    def work(
+        conn: Connection,
+    ) -> tuple[
+        list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, list[Pending]
+    ]:
+        todo = list(prepared)
+        reserved = _reserve(conn, todo) if todo else None
+        if reserved is not None and skip_existing:
+            # Checked under the session's lock, which the reservation took: a retry
+            # racing the append it repeats finds that append's ids.
+            seen = store.existing_message_ids(
+                conn, reserved["pk"], [e.message.id for e in todo if e.message.id]
+            )
+            if seen:
+                known = [e for e in todo if e.message.id and e.message.id in seen]
+                todo = [e for e in todo if not (e.message.id and e.message.id in seen)]
+                reserved = store.release(conn, reserved, known)
+        if reserved is None or not todo:
+            if reserved is None:
+                session = dict(create(conn))
+                woken = store.touch(conn, session, now)
+            else:  # the reservation recorded the access
+                session, woken = reserved, store.activate(conn, reserved)
+            pending = feed.woken(ctx, session_id, woken)
+            feed.record(ctx, conn, pending)
+            return [], session, window(conn, session), None, pending
         woken = store.activate(conn, reserved)
         entries, counters = store.append(conn, reserved, todo, now)
         if any(entry.pinned for entry in todo):

@@ -118,6 +118,34 @@ def _pg_on_connect(settings: str, dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.autocommit = autocommit
 
 
+#: Seconds a pooled PostgreSQL connection may sit unused and still serve a transaction
+#: without a ping first. A busy service reuses its connections within milliseconds,
+#: and a ping before each transaction (SQLAlchemy's ``pool_pre_ping``) would cost it a
+#: round trip per transaction. A connection used this recently is alive unless the
+#: server went away in that moment: then the transaction fails as
+#: ``StorageUnavailable``, as it would had the server gone during it, and the pool
+#: replaces every connection it held.
+PING_AFTER_IDLE_SECONDS = 1.0
+
+
+def _pg_on_checkin(_dbapi_connection: Any, record: Any) -> None:
+    record.info["tiermem_idle_since"] = time.monotonic()
+
+
+def _pg_on_checkout(dialect: sa.Dialect, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    # A connection that sat unused (killed by an idle timeout, a firewall, a server
+    # restart) is pinged; a dead one makes the pool connect anew.
+    since = record.info.get("tiermem_idle_since")
+    if since is None or time.monotonic() - since <= PING_AFTER_IDLE_SECONDS:
+        return
+    try:
+        alive = dialect.do_ping(dbapi_connection)
+    except dialect.loaded_dbapi.Error as error:
+        raise exc.DisconnectionError(f"pooled connection is gone: {error}") from error
+    if not alive:
+        raise exc.DisconnectionError("pooled connection is gone")
+
+
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Manage transactions ourselves so BEGIN IMMEDIATE is possible (pysqlite would
     # otherwise open deferred transactions implicitly).
@@ -276,7 +304,7 @@ class Database:
         # (their options differ): a pool checkout and checkin cost a SQLite turn more
         # than its BEGIN and COMMIT. Only on an engine this Database made for a SQLite
         # file: nobody else draws on its pool, and there is no server connection to
-        # go stale (PostgreSQL keeps the pool's pre-ping).
+        # go stale (PostgreSQL's pool pings connections that sat idle).
         self._keep = (
             owned and self.dialect == "sqlite" and not isinstance(engine.pool, sa.pool.StaticPool)
         )
@@ -293,6 +321,8 @@ class Database:
         if self.is_postgres and owned:
             session = "; ".join(f"SET {setting}" for setting in write_settings)
             event.listen(engine, "connect", functools.partial(_pg_on_connect, session))
+            event.listen(engine, "checkin", _pg_on_checkin)
+            event.listen(engine, "checkout", functools.partial(_pg_on_checkout, engine.dialect))
         elif self.is_postgres:
             self._pg_prologue = {
                 True: "; ".join(f"SET LOCAL {setting}" for setting in write_settings),
@@ -459,7 +489,7 @@ def _create_engine(url: str, lock_timeout: float) -> Engine:
             # One shared connection, or every checkout would see an empty database.
             kwargs["poolclass"] = sa.pool.StaticPool
     elif parsed.get_backend_name() == "postgresql":
-        kwargs["pool_pre_ping"] = True
+        # Pinged when idle a while (_pg_on_checkout), not before every transaction.
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
     try:

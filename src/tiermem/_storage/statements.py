@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ..tiers import MemoryTier
 from .schema import entry_table, session_table, summary_table
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
@@ -108,6 +109,23 @@ _BY_ID = (S.project == sa.bindparam("b_project"), S.session_id == sa.bindparam("
 #: Record an access of (:project, :session_id) and return the row (locks it on PostgreSQL).
 TOUCH_RETURNING = sa.update(session_table).where(*_BY_ID).values(**_ACCESS).returning(session_table)
 
+#: PostgreSQL: :data:`TOUCH_RETURNING`, also letting the transaction commit without
+#: waiting for the disk when the session is ACTIVE, in the same round trip: such an
+#: access writes nothing but its record (see ``database.commit_without_waiting``); one
+#: that wakes a session keeps the configured commit, since it writes an event. The
+#: setting comes back as an extra column, :data:`COMMIT_MODE`.
+COMMIT_MODE = "tiermem_commit_mode"
+TOUCH_RETURNING_RELAXED = TOUCH_RETURNING.returning(
+    sa.func.set_config(
+        "synchronous_commit",
+        sa.case(
+            (S.memory_tier == MemoryTier.ACTIVE.value, "off"),
+            else_=sa.func.current_setting("synchronous_commit"),
+        ),
+        True,
+    ).label(COMMIT_MODE)
+)
+
 #: Allocate :n seqs, add :n entries of :tokens tokens to the counters, record the
 #: access, and return the updated row: one statement per append.
 RESERVE = (
@@ -122,6 +140,26 @@ RESERVE = (
         **_ACCESS,
     )
     .returning(session_table)
+)
+
+#: Give back :n seqs and :tokens tokens that :data:`RESERVE` counted for entries of
+#: session :pk that were not appended after all; returns the row.
+RELEASE = (
+    sa.update(session_table)
+    .where(S.pk == sa.bindparam("pk_"))
+    .values(
+        last_seq=S.last_seq - sa.bindparam("n"),
+        entry_count=S.entry_count - sa.bindparam("n"),
+        entry_tokens=S.entry_tokens - sa.bindparam("tokens"),
+        active_count=S.active_count - sa.bindparam("n"),
+        active_tokens=S.active_tokens - sa.bindparam("tokens"),
+    )
+    .returning(session_table)
+)
+
+#: Which of the message ids :ids (as stored) session :pk holds.
+SELECT_MESSAGE_IDS = sa.select(E.message_id).where(
+    E.session_pk == sa.bindparam("pk_"), E.message_id.in_(sa.bindparam("ids", expanding=True))
 )
 
 #: Replace the pending tool calls of session :pk.

@@ -228,17 +228,41 @@ def reserve(
     return _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
 
 
+def release(conn: Connection, session: SessionRow, entries: Sequence[NewEntry]) -> dict[str, Any]:
+    """Give back what :func:`reserve` counted for ``entries``, which are not appended
+    after all (``session``: the row it returned; the row stays locked). Returns the
+    updated row."""
+    params = {
+        "pk_": session["pk"],
+        "n": len(entries),
+        "tokens": sum(entry.token_count for entry in entries),
+    }
+    row = _driver.first(conn, _sql.RELEASE, params)
+    assert row is not None  # the row is locked by this transaction
+    return row
+
+
 def touch_session(
     conn: Connection, project: str, session_id: str, now: datetime
 ) -> dict[str, Any] | None:
     """Record an access and return the session row, or ``None`` if it does not exist
-    (the tier is left to :func:`activate`)."""
+    (the tier is left to :func:`activate`).
+
+    For reads: when the session is ACTIVE, so that the transaction writes nothing but
+    the access record, it commits without waiting for the disk
+    (:func:`tiermem._storage.database.commit_without_waiting`; on PostgreSQL set by
+    this same statement)."""
     params = {
         "b_project": project,
         "b_session_id": session_id,
         "now": now,
     }
-    return _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
+    if conn.dialect.name != "postgresql":
+        return _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
+    row = _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING_RELAXED), params)
+    if row is not None:
+        del row[_sql.COMMIT_MODE]
+    return row
 
 
 def append(
@@ -340,8 +364,8 @@ def existing_message_ids(conn: Connection, pk: int, ids: Sequence[str]) -> set[s
     if not ids:
         return set()
     stored = [store_text(value) for value in ids]
-    query = sa.select(E.message_id).where(E.session_pk == pk, E.message_id.in_(stored))
-    return {load_text(value) for value in conn.execute(query).scalars() if value is not None}
+    found = conn.execute(_sql.SELECT_MESSAGE_IDS, {"pk_": pk, "ids": stored}).scalars()
+    return {load_text(value) for value in found if value is not None}
 
 
 def entry_from_row(
