@@ -248,9 +248,11 @@ def test_postgres_pings_only_connections_that_sat_idle(
         memory.get_messages("s")
         memory.add_messages("s", [AIMessage("hi")])
         assert pings == []
-        pid = memory.database.run(lambda c: c.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+        pid = memory.database.run(
+            lambda c: c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        )
         monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.05)
-        terminate_backend(int(pid))
+        terminate_backend(pid)
         time.sleep(0.1)
         assert memory.add_user_message("s", "after the restart").seq == 3
         assert len(pings) == 1
