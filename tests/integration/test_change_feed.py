@@ -5,6 +5,7 @@ waiting followers, retention, and the feed turned off."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from datetime import timedelta
@@ -113,6 +114,56 @@ def test_content_only_when_asked(make_memory: MemoryFactory) -> None:
     with_content = make_memory(project="other", config=MemoryConfig(event_content=True))
     with_content.add_user_message("s", "secret text")
     assert settled(with_content)[0].payload["content"] == "secret text"
+
+
+@pytest.mark.parametrize("content", [False, True])
+def test_entry_events_are_written_with_their_entries(
+    make_memory: MemoryFactory, clock: ManualClock, content: bool
+) -> None:
+    """An append writes its entries' events with them, each payload exactly the JSON
+    of the entry with the id the insert gave it, in seq order after the tier change
+    it caused; on PostgreSQL in the entries' own INSERT statement."""
+    memory = make_memory(config=MemoryConfig(event_content=content, auto_compress=False))
+    memory.add_user_message("s", "first")
+    clock.advance(days=10)
+    memory.recalculate_tiers()  # the append below wakes the session
+    texts = ['say "hi"', "ünïcødé \\ and } {", '{"entry_id": -1}', "42"]
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(memory.engine, "before_cursor_execute", seen)
+    try:
+        stored = memory.add_messages("s", [HumanMessage(text) for text in texts])
+    finally:
+        sa.event.remove(memory.engine, "before_cursor_execute", seen)
+    with memory.engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT kind, payload FROM tiermem_event WHERE kind = 'entry:added' ORDER BY id"
+            )
+        ).all()
+    expected = []
+    for entry in stored:
+        payload = {
+            "entry_id": entry.id,
+            "seq": entry.seq,
+            "type": entry.type.value,
+            "role": entry.role,
+            "token_count": entry.token_count,
+            "pinned": entry.pinned,
+        }
+        if content:
+            payload["content"] = entry.content
+        expected.append(json.dumps(payload, separators=(",", ":"), sort_keys=True))
+    assert [payload for _, payload in rows[1:]] == expected
+    kinds = [event.kind for event in settled(memory)]
+    assert kinds[-len(texts) - 1 :] == ["tier_changed"] + ["entry:added"] * len(texts)
+    if memory.engine.dialect.name == "postgresql":
+        feed_inserts = [s for s in statements if "INSERT INTO tiermem_event" in s]
+        together = [s for s in feed_inserts if "INSERT INTO tiermem_entry" in s]
+        assert len(feed_inserts) == 2 and len(together) == 1  # the tier change's, the entries'
 
 
 def test_rolled_back_work_leaves_no_event(

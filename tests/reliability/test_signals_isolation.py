@@ -168,7 +168,7 @@ def test_failed_operations_send_no_success_signal(make_memory: MemoryFactory) ->
         memory.on(name, lambda sender, _name=name, **kwargs: names.append(_name))
 
     def fail_insert(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.startswith("INSERT INTO tiermem_entry"):
+        if "INSERT INTO tiermem_entry (" in statement:
             raise sa.exc.OperationalError(statement, None, Exception("disk I/O error"))
 
     with pytest.raises(InvalidContent):

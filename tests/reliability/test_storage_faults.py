@@ -277,7 +277,7 @@ def test_connection_killed_mid_write(make_memory: MemoryFactory) -> None:
     before = canonical_dump(memory.engine)
 
     def kill_backend(conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if not statement.startswith("INSERT INTO tiermem_entry"):
+        if "INSERT INTO tiermem_entry (" not in statement:
             return
         pid = conn.connection.driver_connection.info.backend_pid
         admin = pg_admin()
@@ -313,7 +313,7 @@ def test_conflicts_are_retried_then_busy(
 
     def conflict(limit: int) -> Callable[..., None]:
         def fail(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-            if statement.startswith("INSERT INTO tiermem_entry"):
+            if "INSERT INTO tiermem_entry (" in statement:
                 attempts.append(statement)
                 if len(attempts) <= limit:
                     raise sa.exc.OperationalError(statement, None, error("conflict"))

@@ -101,6 +101,31 @@ def _entry(entry: MemoryEntry, content: bool) -> dict[str, Any]:
     return payload
 
 
+def _around_id(payload: dict[str, Any]) -> tuple[str, str]:
+    """``_dump(payload)`` split around the value of its ``entry_id``: the keys before
+    it and after it dumped apart, in the order ``sort_keys`` gives them all."""
+    before = {key: value for key, value in payload.items() if key < "entry_id"}
+    after = {key: value for key, value in payload.items() if key > "entry_id"}
+    head = (_dump(before)[:-1] + "," if before else "{") + '"entry_id":'
+    tail = "," + _dump(after)[1:] if after else "}"
+    return head, tail
+
+
+def entry_events(ctx: MemoryContext, session_id: str) -> events.EntryEvents | None:
+    """The ``entry:added`` events of an append, written with its entries (``None``
+    when the memory's feed is off)."""
+    if not ctx.config.change_feed:
+        return None
+    content = ctx.config.event_content
+    return events.EntryEvents(
+        project=ctx.project,
+        session_id=session_id,
+        kind="entry:added",
+        parts=lambda entry: _around_id(_entry(entry, content)),
+        created_at=ctx.moment(),
+    )
+
+
 def _compressed(result: CompressionResult) -> dict[str, Any]:
     summary = result.summary
     return {

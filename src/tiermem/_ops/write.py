@@ -213,8 +213,11 @@ def _store(
             pending = feed.woken(ctx, session_id, woken)
             feed.record(ctx, conn, pending)
             return [], session, window(conn, session), None, pending
-        woken = store.activate(conn, reserved)
-        entries, counters = store.append(conn, reserved, todo, now)
+        pending = feed.woken(ctx, session_id, store.activate(conn, reserved))
+        feed.record(ctx, conn, pending)  # first: the entries' events follow it
+        entries, counters = store.append(
+            conn, reserved, todo, now, feed.entry_events(ctx, session_id)
+        )
         if any(entry.pinned for entry in todo):
             _check_pinned(ctx, store.pinned_tokens(conn, reserved["pk"]))
         planned = None
@@ -223,9 +226,8 @@ def _store(
             # take the claim) here rather than in a transaction of its own.
             planned = plan_compression(ctx, conn, counters, now)
         read = window(conn, counters)
-        pending = feed.woken(ctx, session_id, woken)
+        # Their events were written with them.
         pending += [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
-        feed.record(ctx, conn, pending)
         _failpoints.hit("append.before_commit")
         return entries, counters, read, planned, pending
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,18 +24,22 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..types import MemoryEntry
 from . import _fast as _driver
 from .event_schema import NOTIFY_CHANNEL, consumer_table, event_table
 from .schema import dialect_insert
 
 __all__ = [
     "AsyncListener",
+    "EntryEvents",
     "Listener",
     "NewEvent",
     "StoredEvent",
     "acknowledge",
     "consumer_position",
+    "entry_events_sql",
     "insert",
+    "insert_for_entries",
     "last_position",
     "prune",
     "read",
@@ -66,6 +70,58 @@ class StoredEvent:
     kind: str
     payload: str
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EntryEvents:
+    """The events of entries about to be inserted, written with them: one per entry,
+    whose payload is ``head + str(id) + tail`` around the id the insert gives it.
+
+    Attributes:
+        parts: ``(head, tail)`` of an entry's payload (its ``id`` is not read).
+        created_at: a time, or the server's ``now()`` expression.
+    """
+
+    project: str
+    session_id: str
+    kind: str
+    parts: Callable[[MemoryEntry], tuple[str, str]]
+    created_at: Any
+
+
+def insert_for_entries(
+    conn: Connection, announced: EntryEvents, parts: Sequence[tuple[str, str]], ids: Sequence[int]
+) -> None:
+    """Write ``announced`` for entries inserted with ``ids`` (``parts``: per entry)."""
+    rows = [
+        NewEvent(announced.kind, announced.session_id, f"{head}{entry_id}{tail}")
+        for (head, tail), entry_id in zip(parts, ids, strict=True)
+    ]
+    insert(conn, announced.project, rows, announced.created_at)
+
+
+def entry_events_sql(
+    announced: EntryEvents, seqs: Sequence[int], parts: Sequence[tuple[str, str]]
+) -> tuple[str, list[Any]]:
+    """PostgreSQL: a ``WITH`` query writing ``announced`` from the rows of a preceding
+    ``new`` query (an ``INSERT ... RETURNING id, seq``), so that an append and its
+    events take one statement; events in seq order. Returns the SQL and its
+    parameters."""
+    server_time = not isinstance(announced.created_at, datetime)
+    args: list[Any] = [announced.project, announced.session_id, announced.kind]
+    if not server_time:
+        args.append(announced.created_at)
+    for seq, (head, tail) in zip(seqs, parts, strict=True):
+        args += (seq, head, tail)
+    rows = ", ".join(["(%s::integer, %s::text, %s::text)"] * len(seqs))
+    sql = (
+        "announced AS (INSERT INTO tiermem_event "
+        "(xid, project, session_id, kind, payload, created_at) "
+        "SELECT pg_current_xact_id()::text::bigint, %s, %s, %s, "
+        f"p.head || new.id::text || p.tail, {'now()' if server_time else '%s'} "
+        f"FROM new JOIN (VALUES {rows}) AS p(seq, head, tail) USING (seq) ORDER BY seq)"
+    )
+    return sql, args
 
 
 _COLUMNS = ("project", "session_id", "kind", "payload", "created_at")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -30,8 +30,8 @@ from ..errors import (
 from ..tiers import MemoryTier
 from ..types import EntryType, MemoryEntry, SessionInfo, SessionStats
 from . import _fast as _driver
+from . import events, fts
 from . import failpoints as _failpoints
-from . import fts
 from . import statements as _sql
 from .schema import dialect_insert, entry_table, session_table, summary_table
 
@@ -266,10 +266,14 @@ def touch_session(
 
 
 def append(
-    conn: Connection, session: SessionRow, entries: Sequence[NewEntry], now: datetime
+    conn: Connection,
+    session: SessionRow,
+    entries: Sequence[NewEntry],
+    now: datetime,
+    announced: events.EntryEvents | None = None,
 ) -> tuple[list[MemoryEntry], dict[str, Any]]:
     """Insert ``entries`` into the seqs :func:`reserve` allocated (``session`` is the
-    row it returned) and record their tool calls.
+    row it returned), with their ``announced`` events, and record their tool calls.
 
     Returns the stored entries and the session's counter values.
 
@@ -303,16 +307,15 @@ def append(
         }
         for offset, entry in enumerate(entries)
     ]
-    ids = _insert_entries(conn, rows)
+    unsaved = [
+        entry_from_row(session["session_id"], row | {"id": 0, "summary_id": None}, entry.message)
+        for row, entry in zip(rows, entries, strict=True)
+    ]
+    ids = _insert_entries(conn, rows, announced, unsaved)
     if (ids[0] - 1) // FTS_BATCH != ids[-1] // FTS_BATCH:
         fts.flush(conn)
     _failpoints.hit("append.after_insert")
-    stored = [
-        entry_from_row(
-            session["session_id"], row | {"id": entry_id, "summary_id": None}, entry.message
-        )
-        for entry_id, row, entry in zip(ids, rows, entries, strict=True)
-    ]
+    stored = [replace(entry, id=entry_id) for entry, entry_id in zip(unsaved, ids, strict=True)]
     return stored, counters
 
 
@@ -322,15 +325,39 @@ def pinned_tokens(conn: Connection, session_pk: int) -> int:
     return int(rows[0][0] or 0)
 
 
-def _insert_entries(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Insert entry rows (all with the same columns); their ids in order."""
-    if conn.dialect.name != "sqlite":  # one multi-row INSERT ... RETURNING
-        return list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars())
+def _insert_entries(
+    conn: Connection,
+    rows: Sequence[Mapping[str, Any]],
+    announced: events.EntryEvents | None,
+    unsaved: Sequence[MemoryEntry],
+) -> list[int]:
+    """Insert entry rows (all with the same columns) and their ``announced`` events
+    (``unsaved``: the entries, for their payloads); the entries' ids in order."""
+    parts = [announced.parts(entry) for entry in unsaved] if announced else []
+    if conn.dialect.name != "sqlite":
+        if announced is None:  # one multi-row INSERT ... RETURNING
+            return list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars())
+        # The entries and their events in one statement: the feed costs an append no
+        # round trip of its own.
+        feed_sql, feed_args = events.entry_events_sql(
+            announced, [row["seq"] for row in rows], parts
+        )
+        columns = tuple(rows[0])
+        values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
+        sql = (
+            f"WITH new AS (INSERT INTO tiermem_entry ({', '.join(columns)}) VALUES {values} "
+            f"RETURNING id, seq), {feed_sql} SELECT id FROM new ORDER BY seq"
+        )
+        args = [row[column] for row in rows for column in columns]
+        return [row[0] for row in conn.exec_driver_sql(sql, tuple(args + feed_args))]
     # A statement per row costs SQLite less than building a multi-row one.
-    return [
+    ids = [
         _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=tuple(row))[0][0]
         for row in rows
     ]
+    if announced is not None:
+        events.insert_for_entries(conn, announced, parts, ids)
+    return ids
 
 
 def _check_tool_pairing(message: BaseMessage, pending: dict[str, str]) -> None:
