@@ -6,6 +6,8 @@ statements every turn runs are built once here, with bound parameters.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from ..tiers import MemoryTier
@@ -126,19 +128,24 @@ TOUCH_RETURNING_RELAXED = TOUCH_RETURNING.returning(
     ).label(COMMIT_MODE)
 )
 
+
+def _counted(n: sa.ColumnElement[int], tokens: sa.ColumnElement[int]) -> dict[str, Any]:
+    """The counters of a session that ``n`` more entries of ``tokens`` tokens change."""
+    return {
+        "last_seq": S.last_seq + n,
+        "entry_count": S.entry_count + n,
+        "entry_tokens": S.entry_tokens + tokens,
+        "active_count": S.active_count + n,
+        "active_tokens": S.active_tokens + tokens,
+    }
+
+
 #: Allocate :n seqs, add :n entries of :tokens tokens to the counters, record the
 #: access, and return the updated row: one statement per append.
 RESERVE = (
     sa.update(session_table)
     .where(*_BY_ID)
-    .values(
-        last_seq=S.last_seq + sa.bindparam("n"),
-        entry_count=S.entry_count + sa.bindparam("n"),
-        entry_tokens=S.entry_tokens + sa.bindparam("tokens"),
-        active_count=S.active_count + sa.bindparam("n"),
-        active_tokens=S.active_tokens + sa.bindparam("tokens"),
-        **_ACCESS,
-    )
+    .values(**_counted(sa.bindparam("n"), sa.bindparam("tokens")), **_ACCESS)
     .returning(session_table)
 )
 
@@ -147,13 +154,7 @@ RESERVE = (
 RELEASE = (
     sa.update(session_table)
     .where(S.pk == sa.bindparam("pk_"))
-    .values(
-        last_seq=S.last_seq - sa.bindparam("n"),
-        entry_count=S.entry_count - sa.bindparam("n"),
-        entry_tokens=S.entry_tokens - sa.bindparam("tokens"),
-        active_count=S.active_count - sa.bindparam("n"),
-        active_tokens=S.active_tokens - sa.bindparam("tokens"),
-    )
+    .values(**_counted(-sa.bindparam("n"), -sa.bindparam("tokens")))
     .returning(session_table)
 )
 
