@@ -32,7 +32,7 @@ from ..tiers import MemoryTier
 from . import _fast, fts
 from .document_filters import FILTER_OPERATORS, filter_clause
 from .document_schema import DOCUMENT_INDEX, document_table
-from .tiers import Cutoffs, among, delete_locked
+from .tiers import Cutoffs, among, delete_locked, ids_type, ids_value, in_ids
 
 __all__ = [
     "FILTER_OPERATORS",
@@ -192,15 +192,7 @@ def _refresh(dialect: str) -> Any:
 
 
 def _ids_among(dialect: str) -> sa.ColumnElement[bool]:
-    # One parameter however many ids: a JSON array on SQLite, an array on PostgreSQL.
-    if dialect == "postgresql":
-        return D.id == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Integer)))
-    values = sa.func.json_each(sa.bindparam("ids", type_=sa.Text)).table_valued("value")
-    return D.id.in_(sa.select(values.c.value))
-
-
-def _ids_value(conn: Connection, ids: Sequence[int]) -> Any:
-    return list(ids) if conn.dialect.name == "postgresql" else json.dumps(list(ids))
+    return in_ids(dialect, D.id, sa.bindparam("ids", type_=ids_type(dialect)))
 
 
 def get_documents(
@@ -226,7 +218,7 @@ def touch_documents(
         return
     ids = sorted({document.id for document in documents})
     dialect = conn.dialect.name
-    _fast.write(conn, _touch(dialect), {"ids": _ids_value(conn, ids), "touched_at": now})
+    _fast.write(conn, _touch(dialect), {"ids": ids_value(dialect, ids), "touched_at": now})
     if not refresh:
         return
     by_ttl: dict[float, list[int]] = {}
@@ -235,7 +227,7 @@ def touch_documents(
             by_ttl.setdefault(document.ttl_minutes, []).append(document.id)
     for ttl, chosen in by_ttl.items():  # one statement per distinct time to live
         values = {
-            "ids": _ids_value(conn, sorted(set(chosen))),
+            "ids": ids_value(dialect, sorted(set(chosen))),
             "expiry": now + timedelta(minutes=ttl),
         }
         _fast.write(conn, _refresh(dialect), values)

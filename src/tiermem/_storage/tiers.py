@@ -164,16 +164,35 @@ def count_expired(conn: Connection, *, project: str, cutoff: Any) -> int:
     return int(conn.execute(query).scalar_one())
 
 
+def ids_type(dialect: str) -> sa.types.TypeEngine[Any]:
+    """The type of a parameter holding many ids: an array on PostgreSQL, a JSON
+    array (text) on SQLite."""
+    return postgresql.ARRAY(sa.Integer) if dialect == "postgresql" else sa.Text()
+
+
+def ids_value(dialect: str, ids: Sequence[int]) -> Any:
+    """``ids`` as a parameter of :func:`ids_type` takes them."""
+    return list(ids) if dialect == "postgresql" else json.dumps(list(ids))
+
+
+def in_ids(
+    dialect: str, column: sa.ColumnElement[int], ids: sa.BindParameter[Any]
+) -> sa.ColumnElement[bool]:
+    """``column IN ids``, ``ids`` one parameter of :func:`ids_type`, however many ids
+    it holds: expanding thousands of placeholders per statement would cost more than
+    the statement, and a prebuilt statement keeps one parameter."""
+    if dialect == "postgresql":
+        return column == sa.any_(ids)
+    values = sa.func.json_each(ids).table_valued("value")
+    return column.in_(sa.select(values.c.value))
+
+
 def among(
     conn: Connection, column: sa.ColumnElement[int], pks: Sequence[int]
 ) -> sa.ColumnElement[bool]:
-    """``column IN pks`` with one bound parameter, however many pks (a JSON array on
-    SQLite, an array on PostgreSQL): expanding thousands of placeholders per statement
-    would cost more than the statement."""
-    if conn.dialect.name == "postgresql":
-        return column == sa.any_(sa.literal(list(pks), postgresql.ARRAY(sa.Integer)))
-    values = sa.func.json_each(json.dumps(list(pks))).table_valued("value")
-    return column.in_(sa.select(values.c.value))
+    """``column IN pks`` (:func:`in_ids` with the pks bound)."""
+    dialect = conn.dialect.name
+    return in_ids(dialect, column, sa.literal(ids_value(dialect, pks), ids_type(dialect)))
 
 
 def delete_locked(
