@@ -1,5 +1,5 @@
-"""The typed row records name exactly the columns of their tables, so a whole-table
-SELECT builds them by keyword."""
+"""The typed row records name exactly the columns of their tables, in order, so a
+whole-table SELECT builds them by keyword or by position."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import dataclasses
 import pytest
 import sqlalchemy as sa
 
-from tiermem._storage.rows import SessionRecord, SummaryRecord
-from tiermem._storage.schema import session_table, summary_table
+from tiermem._storage.rows import EntryRecord, SessionRecord, SummaryRecord
+from tiermem._storage.schema import entry_table, session_table, summary_table
 
 
 @pytest.mark.parametrize(
-    ("record", "table"), [(SessionRecord, session_table), (SummaryRecord, summary_table)]
+    ("record", "table"),
+    [(SessionRecord, session_table), (SummaryRecord, summary_table), (EntryRecord, entry_table)],
 )
 def test_a_record_has_a_field_per_column(record: type, table: sa.Table) -> None:
     """Each record has one field per column of its table, in the table's order."""

@@ -3,8 +3,9 @@
 The SQLModel classes in :mod:`tiermem._storage.schema` define the tables; these
 records are what reading them gives back: plain frozen dataclasses, built from a
 row by keyword (``cls(**row)``), which costs a few microseconds on the path of
-every turn where a validating model would cost far more. A change is a new record
-(:func:`dataclasses.replace`), never an update in place.
+every turn where a validating model would cost far more. Their fields follow the
+columns of their table in order, so a whole-table row also builds one by position.
+A change is a new record (:func:`dataclasses.replace`), never an update in place.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-__all__ = ["SessionRecord", "SummaryRecord"]
+__all__ = ["EntryRecord", "SessionRecord", "SummaryRecord"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,5 +75,29 @@ class SummaryRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> SummaryRecord:
+        """The record of a row with exactly the table's columns, keyed by name."""
+        return cls(**row)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRecord:
+    """A row of ``tiermem_entry`` (see :class:`tiermem._storage.schema.EntryRow`)."""
+
+    id: int
+    session_pk: int
+    seq: int
+    type: str
+    role: str
+    content: str
+    message: str
+    message_id: str | None
+    timestamp: datetime
+    token_count: int
+    pinned: bool
+    meta: str
+    summary_id: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> EntryRecord:
         """The record of a row with exactly the table's columns, keyed by name."""
         return cls(**row)

@@ -34,7 +34,7 @@ from . import _fast as _driver
 from . import failpoints as _failpoints
 from . import fts
 from . import statements as _sql
-from .rows import SessionRecord
+from .rows import EntryRecord, SessionRecord
 from .schema import dialect_insert, entry_table, session_table, summary_table
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
@@ -285,7 +285,7 @@ def append(
         session = dataclasses.replace(session, pending_calls=json.dumps(pending))
         _driver.write(conn, _sql.SET_PENDING, {"pk_": session.pk, "pending": session.pending_calls})
     first_seq = session.last_seq - len(entries) + 1
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "session_pk": session.pk,
             "seq": first_seq + offset,
@@ -307,7 +307,7 @@ def append(
     _failpoints.hit("append.after_insert")
     stored = [
         entry_from_row(
-            session.session_id, row | {"id": entry_id, "summary_id": None}, entry.message
+            session.session_id, EntryRecord(id=entry_id, summary_id=None, **row), entry.message
         )
         for entry_id, row, entry in zip(ids, rows, entries, strict=True)
     ]
@@ -367,23 +367,25 @@ def existing_message_ids(conn: Connection, pk: int, ids: Sequence[str]) -> set[s
 
 
 def entry_from_row(
-    session_id: str, row: Any, message: BaseMessage | None = None, *, fresh: bool = True
+    session_id: str, row: EntryRecord, message: BaseMessage | None = None, *, fresh: bool = True
 ) -> MemoryEntry:
-    meta = row["meta"]
+    """The public view of an entry row of session ``session_id`` (``message``: its
+    message when the caller has it already, else it is parsed from the row)."""
+    meta = row.meta
     return MemoryEntry(
-        id=row["id"],
+        id=row.id,
         session_id=session_id,
-        seq=row["seq"],
-        type=EntryType(row["type"]),
-        role=row["role"],
-        content=load_text(row["content"]),
-        timestamp=as_utc(row["timestamp"]),
-        token_count=row["token_count"],
-        compressed=row["summary_id"] is not None,
-        summary_id=row["summary_id"],
+        seq=row.seq,
+        type=EntryType(row.type),
+        role=row.role,
+        content=load_text(row.content),
+        timestamp=as_utc(row.timestamp),
+        token_count=row.token_count,
+        compressed=row.summary_id is not None,
+        summary_id=row.summary_id,
         metadata={} if meta == "{}" else json.loads(meta),
-        pinned=bool(row["pinned"]),
-        message=message if message is not None else deserialize(row["message"], fresh=fresh),
+        pinned=bool(row.pinned),
+        message=message if message is not None else deserialize(row.message, fresh=fresh),
     )
 
 
@@ -403,8 +405,8 @@ def read_entries(
     """
     sid = session.session_id
     if active_only and seq_range is None:  # the hot path: a prebuilt statement
-        rows = _driver.fetch(conn, _sql.SELECT_ACTIVE, {"pk_": session.pk})
-        return [entry_from_row(sid, row, fresh=fresh) for row in rows]
+        rows = _driver.fetch_rows(conn, _sql.SELECT_ACTIVE, {"pk_": session.pk})
+        return [entry_from_row(sid, EntryRecord(*row), fresh=fresh) for row in rows]
     query = sa.select(entry_table).where(E.session_pk == session.pk).order_by(E.seq)
     if active_only:
         query = query.where(E.summary_id.is_(None))
@@ -412,7 +414,7 @@ def read_entries(
         query = query.where(E.summary_id.is_not(None))
     if seq_range is not None:
         query = query.where(E.seq.between(*seq_range))
-    return [entry_from_row(sid, row) for row in conn.execute(query).mappings()]
+    return [entry_from_row(sid, EntryRecord(*row)) for row in conn.execute(query)]
 
 
 #: What ``get_messages`` renders: the top-level summaries and the active messages.

@@ -112,19 +112,15 @@ def get_summary_row(
     Raises:
         SessionNotFound: if no summary has that id in the project.
     """
-    row = (
-        conn.execute(
-            sa.select(summary_table, S.session_id.label("sid"))
-            .join(session_table, S.pk == M.session_pk)
-            .where(M.id == summary_id, S.project == project)
-        )
-        .mappings()
-        .first()
-    )
+    row = conn.execute(
+        sa.select(S.session_id, summary_table)
+        .join(session_table, S.pk == M.session_pk)
+        .where(M.id == summary_id, S.project == project)
+    ).first()
     if row is None:
         raise SessionNotFound(f"no summary {summary_id} in project {project!r}")
-    summary = SummaryRecord.from_row({name: row[name] for name in summary_table.c.keys()})
-    return summary, get_session(conn, project, row["sid"], lock=False)
+    sid, *columns = row
+    return SummaryRecord(*columns), get_session(conn, project, sid, lock=False)
 
 
 # --------------------------------------------------------------------------- writing
