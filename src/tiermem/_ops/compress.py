@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .._compression.policy import (
     conversation_lines,
@@ -36,6 +36,7 @@ from .._core.validate import check_optional_int
 from .._storage import failpoints as _failpoints
 from .._storage import store, summaries
 from .._storage.database import Connection
+from .._storage.rows import SessionRecord
 from .._storage.store import MessageWindow
 from ..errors import (
     SessionNotFound,
@@ -64,43 +65,41 @@ class Planned:
 
     token: str
     chosen: list[MemoryEntry]
-    counters: Mapping[str, Any]
+    counters: SessionRecord
 
 
-def _over_budget(ctx: MemoryContext, session: Mapping[Any, Any]) -> bool:
-    frame = ctx.frame_tokens + 2 * session["summary_count"] if session["summary_count"] else 0
-    context = session["active_tokens"] + session["summary_tokens"] + frame
-    return bool(context > ctx.config.max_tokens or session["active_count"] > ctx.config.max_entries)
+def _over_budget(ctx: MemoryContext, session: SessionRecord) -> bool:
+    frame = ctx.frame_tokens + 2 * session.summary_count if session.summary_count else 0
+    context = session.context_tokens + frame
+    return context > ctx.config.max_tokens or session.active_count > ctx.config.max_entries
 
 
-def _compressible(ctx: MemoryContext, session: Mapping[Any, Any]) -> bool:
+def _compressible(ctx: MemoryContext, session: SessionRecord) -> bool:
     """Whether enough entries lie outside the recent window (pins aside)."""
-    outside = session["active_count"] - ctx.config.recent_window
-    return bool(outside >= ctx.config.min_entries_to_compress)
+    outside = session.active_count - ctx.config.recent_window
+    return outside >= ctx.config.min_entries_to_compress
 
 
-def _reducible(ctx: MemoryContext, session: Mapping[Any, Any]) -> bool:
+def _reducible(ctx: MemoryContext, session: SessionRecord) -> bool:
     """Whether compressing or merging could shrink an over-budget context."""
-    return bool(
-        _compressible(ctx, session) or session["summary_count"] >= 2 or session["active_count"] >= 2
-    )
+    return _compressible(ctx, session) or session.summary_count >= 2 or session.active_count >= 2
 
 
-def _mergeable(ctx: MemoryContext, session: Mapping[Any, Any]) -> bool:
+def _mergeable(ctx: MemoryContext, session: SessionRecord) -> bool:
     """Whether the summaries passed their share of the budget."""
     share = ctx.config.summary_share * ctx.config.max_tokens
-    return bool(session["summary_count"] >= 2 and session["summary_tokens"] > share)
+    return session.summary_count >= 2 and session.summary_tokens > share
 
 
-def _blocked(ctx: MemoryContext, session: Mapping[Any, Any], now: datetime) -> bool:
+def _blocked(ctx: MemoryContext, session: SessionRecord, now: datetime) -> bool:
     """Automatic compression waits out a backoff and a live claim."""
-    backoff, claim = session["backoff_until"], session["claim_expires_at"]
+    backoff, claim = session.backoff_until, session.claim_expires_at
     return (backoff is not None and as_utc(backoff) > now) or (
         claim is not None and as_utc(claim) > now
     )
 
 
-def _compression_wanted(ctx: MemoryContext, counters: Mapping[str, Any], now: datetime) -> bool:
+def _compression_wanted(ctx: MemoryContext, counters: SessionRecord, now: datetime) -> bool:
     """Whether an append that left these counters triggers automatic compression:
     over budget, something to reduce (else wait for more entries), no backoff or
     live claim in the way."""
@@ -112,7 +111,7 @@ def _compression_wanted(ctx: MemoryContext, counters: Mapping[str, Any], now: da
     )
 
 
-def compression_due(ctx: MemoryContext, counters: Mapping[str, Any], now: datetime) -> bool:
+def compression_due(ctx: MemoryContext, counters: SessionRecord, now: datetime) -> bool:
     """Whether such an append compresses before it returns (not in background)."""
     return not ctx.config.background and _compression_wanted(ctx, counters, now)
 
@@ -120,7 +119,7 @@ def compression_due(ctx: MemoryContext, counters: Mapping[str, Any], now: dateti
 def auto_compress(
     ctx: MemoryContext,
     session_id: str,
-    counters: Mapping[str, Any],
+    counters: SessionRecord,
     window_sink: list[MessageWindow] | None = None,
     planned: Planned | None = None,
 ) -> Op[None]:
@@ -183,7 +182,7 @@ def compress(
             if step is not None:
                 result, counters = step
             elif planned is not None:  # nothing to take: the append's counters stand
-                counters = dict(planned.counters)
+                counters = planned.counters
             else:
                 fetched = yield from ctx.transact(
                     lambda conn: _read_counters(ctx, conn, session_id), write=False
@@ -193,7 +192,7 @@ def compress(
                 counters = fetched
             planned = None  # only the first round was planned by the append
             over = _over_budget(ctx, counters)
-            if _mergeable(ctx, counters) or (over and counters["summary_count"] >= 2):
+            if _mergeable(ctx, counters) or (over and counters.summary_count >= 2):
                 merged = yield from _merge_once(ctx, session_id, counters, window_sink)
                 if merged is not None:
                     result, counters = merged
@@ -220,14 +219,14 @@ def compress(
     return result
 
 
-def _read_counters(ctx: MemoryContext, conn: Connection, session_id: str) -> dict[str, Any] | None:
+def _read_counters(ctx: MemoryContext, conn: Connection, session_id: str) -> SessionRecord | None:
     try:
-        return dict(store.get_session(conn, ctx.project, session_id, lock=False))
+        return store.get_session(conn, ctx.project, session_id, lock=False)
     except SessionNotFound:
         return None
 
 
-def _settled(ctx: MemoryContext, counters: Mapping[str, Any]) -> bool:
+def _settled(ctx: MemoryContext, counters: SessionRecord) -> bool:
     """Whether a commit that left ``counters`` ends an automatic compression:
     within budget and no merge due (see the loop of :func:`compress`)."""
     return not _over_budget(ctx, counters) and not _mergeable(ctx, counters)
@@ -236,14 +235,14 @@ def _settled(ctx: MemoryContext, counters: Mapping[str, Any]) -> bool:
 def _then_read(
     ctx: MemoryContext,
     window_sink: list[MessageWindow] | None,
-    work: Callable[[Connection], tuple[MemorySummary, dict[str, Any]]],
-) -> Callable[[Connection], tuple[MemorySummary, dict[str, Any]]]:
+    work: Callable[[Connection], tuple[MemorySummary, SessionRecord]],
+) -> Callable[[Connection], tuple[MemorySummary, SessionRecord]]:
     """``work``, followed in its transaction by the window read into
     ``window_sink`` when the counters it returns settle the compression."""
     if window_sink is None:
         return work
 
-    def work_then_read(conn: Connection) -> tuple[MemorySummary, dict[str, Any]]:
+    def work_then_read(conn: Connection) -> tuple[MemorySummary, SessionRecord]:
         summary, counters = work(conn)
         window_sink.clear()
         if _settled(ctx, counters):
@@ -256,7 +255,7 @@ def _then_read(
 def plan_compression(
     ctx: MemoryContext,
     conn: Connection,
-    session: Mapping[str, Any],
+    session: SessionRecord,
     now: datetime,
     *,
     force: bool = False,
@@ -288,7 +287,7 @@ def _compress_once(
     auto: bool,
     window_sink: list[MessageWindow] | None = None,
     planned: Planned | None = None,
-) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
+) -> Op[tuple[CompressionResult, SessionRecord] | None]:
     if planned is None:
         now = ctx.now()
 
@@ -305,7 +304,7 @@ def _compress_once(
     if planned is None or not planned.chosen:
         return None
     token, taken = planned.token, planned.chosen
-    before = planned.counters["active_tokens"] + planned.counters["summary_tokens"]
+    before = planned.counters.context_tokens
     _failpoints.hit("compress.after_claim")
     original = sum(entry.token_count for entry in taken)
     text, tokens = yield from _summarize(
@@ -340,9 +339,9 @@ def _compress_once(
 def _merge_once(
     ctx: MemoryContext,
     session_id: str,
-    counters: Mapping[str, Any],
+    counters: SessionRecord,
     window_sink: list[MessageWindow] | None = None,
-) -> Op[tuple[CompressionResult, dict[str, Any]] | None]:
+) -> Op[tuple[CompressionResult, SessionRecord] | None]:
     """Summarize the top-level summaries into one higher-level summary."""
     now, token = ctx.now(), uuid.uuid4().hex
 
@@ -374,7 +373,7 @@ def _merge_once(
         )
     except SummarizationError:
         return None  # the unmerged summaries stay valid; the failure was signalled
-    before = counters["active_tokens"] + counters["summary_tokens"]
+    before = counters.context_tokens
     try:
         write = _then_read(
             ctx,
@@ -471,7 +470,7 @@ def _release(
         logger.exception("could not release compression claim of %r", session_id)
 
 
-Written = tuple[MemorySummary, dict[str, Any]]
+Written = tuple[MemorySummary, SessionRecord]
 
 
 def _commit(
@@ -479,12 +478,12 @@ def _commit(
     session_id: str,
     token: str,
     work: Callable[[Connection], Written],
-    describe: Callable[[MemorySummary, dict[str, Any]], CompressionResult],
-) -> Op[tuple[CompressionResult, dict[str, Any], list[Pending]]]:
+    describe: Callable[[MemorySummary, SessionRecord], CompressionResult],
+) -> Op[tuple[CompressionResult, SessionRecord, list[Pending]]]:
     """Run ``work`` (store the summary) with its ``compressed`` event in one
     transaction; the result, the session's counters and the signal to send."""
 
-    def guarded(conn: Connection) -> tuple[CompressionResult, dict[str, Any], list[Pending]]:
+    def guarded(conn: Connection) -> tuple[CompressionResult, SessionRecord, list[Pending]]:
         summary, counters = work(conn)
         result = describe(summary, counters)
         pending: list[Pending] = [("compressed", {"session_id": session_id, "result": result})]
@@ -523,11 +522,11 @@ def _result(
     summary: MemorySummary,
     entries: int,
     before: int,
-    counters: Mapping[str, Any],
+    counters: SessionRecord,
     *,
     merged: int = 0,
 ) -> CompressionResult:
-    after = counters["active_tokens"] + counters["summary_tokens"]
+    after = counters.context_tokens
     return CompressionResult(
         session_id=session_id,
         summary=summary,

@@ -25,6 +25,7 @@ from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
 from .._storage import fts, store
 from .._storage import summaries as summary_rows
 from .._storage.database import Connection
+from .._storage.rows import SessionRecord
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
@@ -59,7 +60,7 @@ MessageWindow = store.MessageWindow
 def read_session(
     ctx: MemoryContext,
     session_id: str,
-    reader: Callable[[Connection, store.SessionRow], T],
+    reader: Callable[[Connection, SessionRecord], T],
     empty: T,
 ) -> Op[T]:
     """Read inside one transaction that also records the access (and signal
@@ -79,13 +80,14 @@ def read_session(
             return empty, []
         # An ACTIVE session's access commits without waiting for the disk (set by
         # touch_session); waking one writes a tier_changed event, committed as usual.
-        pending = feed.woken(ctx, session_id, store.activate(conn, session))
+        session, woken = store.activate(conn, session)
+        pending = feed.woken(ctx, session_id, woken)
         return reader(conn, session), pending
 
     return (yield from feed.transact_recorded(ctx, work))
 
 
-def _window(conn: Connection, session: store.SessionRow) -> Window:
+def _window(conn: Connection, session: SessionRecord) -> Window:
     return (
         summary_rows.read_summaries(conn, session, with_ids=False),
         store.read_entries(conn, session, active_only=True),
@@ -115,11 +117,11 @@ def context_text(ctx: MemoryContext, session_id: str) -> Op[str]:
     return render_text(*window, max_tokens=ctx.config.max_tokens, counter=ctx.counter)
 
 
-def _active(conn: Connection, session: store.SessionRow) -> list[MemoryEntry]:
+def _active(conn: Connection, session: SessionRecord) -> list[MemoryEntry]:
     return store.read_entries(conn, session, active_only=True)
 
 
-def _all(conn: Connection, session: store.SessionRow) -> list[MemoryEntry]:
+def _all(conn: Connection, session: SessionRecord) -> list[MemoryEntry]:
     return store.read_entries(conn, session, active_only=False)
 
 
@@ -131,7 +133,7 @@ def entries(ctx: MemoryContext, session_id: str, include_compressed: bool) -> Op
     )
 
 
-def _summaries(conn: Connection, session: store.SessionRow) -> list[MemorySummary]:
+def _summaries(conn: Connection, session: SessionRecord) -> list[MemorySummary]:
     return summary_rows.read_summaries(conn, session)
 
 
@@ -181,7 +183,7 @@ def expand_summary(ctx: MemoryContext, summary_id: int) -> Op[list[MemoryEntry]]
             session,
             active_only=False,
             compressed_only=True,
-            seq_range=(row["first_seq"], row["last_seq"]),
+            seq_range=(row.first_seq, row.last_seq),
         )
 
     return (yield from ctx.transact(work, write=False, snapshot=True))

@@ -102,8 +102,7 @@ def track(ctx: MemoryContext, session_id: str) -> Op[SessionInfo]:
     now = ctx.now()
 
     def work(conn: Connection) -> tuple[SessionInfo, list[signals.Pending]]:
-        session = dict(store.get_session(conn, ctx.project, session_id))
-        woken = store.touch(conn, session, now)
+        _, woken = store.touch(conn, store.get_session(conn, ctx.project, session_id), now)
         _failpoints.hit("touch.after_update")
         info = store.session_info(store.get_session(conn, ctx.project, session_id, lock=False))
         return info, feed.woken(ctx, session_id, woken)

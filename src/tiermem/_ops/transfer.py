@@ -40,6 +40,7 @@ from .._core.structure import (
 from .._storage import store, summaries
 from .._storage.database import Connection
 from .._storage.imports import ImportPlan
+from .._storage.rows import SessionRecord
 from ..errors import ImportValidationError, InvalidArgument
 from ..state import ExportedEntry, ExportedSummary, SessionState
 from ..tokens import TokenCounter
@@ -50,16 +51,16 @@ __all__ = ["export_session", "export_state", "import_session", "import_state"]
 
 
 def export_state(
-    session: store.SessionRow, entries: Sequence[MemoryEntry], summaries: Sequence[MemorySummary]
+    session: SessionRecord, entries: Sequence[MemoryEntry], summaries: Sequence[MemorySummary]
 ) -> SessionState:
     """Build the snapshot of a session from its rows."""
     index = {summary.id: position for position, summary in enumerate(summaries)}
     return SessionState(
-        session_id=session["session_id"],
-        encoding=session["encoding"],
-        created_at=as_utc(session["created_at"]),
-        last_accessed=as_utc(session["last_accessed"]),
-        access_count=session["access_count"],
+        session_id=session.session_id,
+        encoding=session.encoding,
+        created_at=as_utc(session.created_at),
+        last_accessed=as_utc(session.last_accessed),
+        access_count=session.access_count,
         summaries=[
             ExportedSummary(
                 content=s.content,

@@ -31,6 +31,7 @@ from .._core.runner import Op, compute
 from .._storage import failpoints as _failpoints
 from .._storage import store
 from .._storage.database import Connection
+from .._storage.rows import SessionRecord
 from ..errors import (
     BudgetExceeded,
     ContextReadFailed,
@@ -166,17 +167,17 @@ def _store(
     validate_session_id(session_id)
     now = ctx.now()
 
-    def create(conn: Connection) -> store.SessionRow:
+    def create(conn: Connection) -> SessionRecord:
         return store.get_session(
             conn, ctx.project, session_id, create=True, now=now, encoding=ctx.counter.encoding_name
         )
 
-    def window(conn: Connection, counters: Mapping[str, Any]) -> MessageWindow | None:
-        if not with_window or compression_due(ctx, counters, now):
+    def window(conn: Connection, session: SessionRecord) -> MessageWindow | None:
+        if not with_window or compression_due(ctx, session, now):
             return None
-        return store.read_message_window(conn, counters)
+        return store.read_message_window(conn, session)
 
-    def _reserve(conn: Connection, todo: Sequence[store.NewEntry]) -> dict[str, Any]:
+    def _reserve(conn: Connection, todo: Sequence[store.NewEntry]) -> SessionRecord:
         # One UPDATE ... RETURNING allocates the seqs and locks the session, which
         # is created only on its first append.
         reserved = store.reserve(conn, ctx.project, session_id, todo, now)
@@ -190,7 +191,7 @@ def _store(
     def work(
         conn: Connection,
     ) -> tuple[
-        list[MemoryEntry], dict[str, Any], MessageWindow | None, Planned | None, list[Pending]
+        list[MemoryEntry], SessionRecord, MessageWindow | None, Planned | None, list[Pending]
     ]:
         todo = list(prepared)
         reserved = _reserve(conn, todo) if todo else None
@@ -198,7 +199,7 @@ def _store(
             # Checked under the session's lock, which the reservation took: a retry
             # racing the append it repeats finds that append's ids.
             seen = store.existing_message_ids(
-                conn, reserved["pk"], [e.message.id for e in todo if e.message.id]
+                conn, reserved.pk, [e.message.id for e in todo if e.message.id]
             )
             if seen:
                 known = [e for e in todo if e.message.id and e.message.id in seen]
@@ -206,20 +207,20 @@ def _store(
                 reserved = store.release(conn, reserved, known)
         if reserved is None or not todo:
             if reserved is None:
-                session = dict(create(conn))
-                woken = store.touch(conn, session, now)
+                session, woken = store.touch(conn, create(conn), now)
             else:  # the reservation recorded the access
-                session, woken = reserved, store.activate(conn, reserved)
+                session, woken = store.activate(conn, reserved)
             pending = feed.woken(ctx, session_id, woken)
             feed.record(ctx, conn, pending)
             return [], session, window(conn, session), None, pending
-        pending = feed.woken(ctx, session_id, store.activate(conn, reserved))
+        reserved, woken = store.activate(conn, reserved)
+        pending = feed.woken(ctx, session_id, woken)
         feed.record(ctx, conn, pending)  # first: the entries' events follow it
         entries, counters = store.append(
             conn, reserved, todo, now, feed.entry_events(ctx, session_id)
         )
         if any(entry.pinned for entry in todo):
-            _check_pinned(ctx, store.pinned_tokens(conn, reserved["pk"]))
+            _check_pinned(ctx, store.pinned_tokens(conn, reserved.pk))
         planned = None
         if compression_due(ctx, counters, now):
             # The row is locked already: plan the compression (pick the entries,
@@ -362,7 +363,7 @@ def _pending_call(ctx: MemoryContext, session_id: str, tool_name: str) -> Op[str
             session = store.get_session(conn, ctx.project, session_id, lock=False)
         except SessionNotFound:
             session = None
-        pending: dict[str, str] = json.loads(session["pending_calls"]) if session else {}
+        pending: dict[str, str] = json.loads(session.pending_calls) if session else {}
         # pending_calls keeps the calls in the order they were made.
         for call_id, name in pending.items():
             if name == tool_name:
@@ -392,8 +393,8 @@ def clear(ctx: MemoryContext, session_id: str) -> Op[int]:
             session = store.get_session(conn, ctx.project, session_id)
         except SessionNotFound:
             return 0, []
-        store.delete_sessions(conn, [session["pk"]])
-        removed = int(session["entry_count"])
+        store.delete_sessions(conn, [session.pk])
+        removed = session.entry_count
         return removed, [
             ("session:cleared", {"session_id": session_id, "entries_removed": removed})
         ]

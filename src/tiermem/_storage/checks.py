@@ -11,13 +11,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.engine import Connection, Engine
 
 from .._core.clock import as_utc
 from .._core.messages import classify, deserialize, load_text, render_text
 from .._core.shape import provider_shape_problems
 from .._core.structure import EntryFacts, SummaryFacts, session_problems, unanswered_calls
 from ..tiers import MemoryTier, TierPolicy, calculate_tier
+from .rows import SessionRecord
 from .schema import entry_table, session_table, summary_table
 from .tables import TABLES
 
@@ -465,9 +466,10 @@ def _deep(conn: Connection) -> list[str]:
 
     problems: list[str] = []
     counters: dict[str, TokenCounter | None] = {}
-    sessions = list(conn.execute(sa.select(session_table).order_by(S.pk)).mappings())
+    query = sa.select(session_table).order_by(S.pk)
+    sessions = [SessionRecord.from_row(row) for row in conn.execute(query).mappings()]
     for session in sessions:
-        sid, name = session["session_id"], session["encoding"]
+        sid, name = session.session_id, session.encoding
         if name not in counters:
             try:
                 counters[name] = TokenCounter(encoding=name)
@@ -478,7 +480,7 @@ def _deep(conn: Connection) -> list[str]:
         problems += _deep_entries(conn, session, counter)
         if counter is not None:
             for summary_id, content, tokens in conn.execute(
-                sa.select(M.id, M.content, M.token_count).where(M.session_pk == session["pk"])
+                sa.select(M.id, M.content, M.token_count).where(M.session_pk == session.pk)
             ):
                 recount = counter.count_text(load_text(content))
                 if recount != tokens:
@@ -493,7 +495,7 @@ def _deep(conn: Connection) -> list[str]:
             continue
         # Calls still waiting for their results are the application's business (I5
         # checks elsewhere that they are recorded as pending and never compressed).
-        pending = set(json.loads(session["pending_calls"] or "{}"))
+        pending = set(json.loads(session.pending_calls or "{}"))
         for provider in ("openai", "anthropic"):
             # A call id may come back once its call was answered (models that number
             # their calls per turn do; the store accepts it).
@@ -502,14 +504,14 @@ def _deep(conn: Connection) -> list[str]:
     return problems
 
 
-def _deep_entries(conn: Connection, session: RowMapping, counter: object) -> list[str]:
+def _deep_entries(conn: Connection, session: SessionRecord, counter: object) -> list[str]:
     from ..tokens import TokenCounter
 
     problems: list[str] = []
-    sid = session["session_id"]
+    sid = session.session_id
     query = (
         sa.select(E.seq, E.type, E.role, E.content, E.message, E.message_id, E.token_count)
-        .where(E.session_pk == session["pk"])
+        .where(E.session_pk == session.pk)
         .order_by(E.seq)
     )
     for seq, kind, role, content, raw, message_id, tokens in conn.execute(query):

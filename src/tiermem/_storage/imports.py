@@ -138,7 +138,7 @@ class ImportPlan:
                         f"session {self.session_id!r} exists; pass overwrite=True to replace it",
                         path="$.session_id",
                     )
-                store.delete_sessions(conn, [existing["pk"]])
+                store.delete_sessions(conn, [existing.pk])
             pk = conn.execute(
                 dialect_insert(conn, session_table)
                 .values(

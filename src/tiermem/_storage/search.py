@@ -39,6 +39,7 @@ from .._core.clock import as_utc
 from ..tiers import DEFAULT_POLICY, MemoryTier, TierPolicy, tier_boost
 from ..types import MemoryEntry, SearchHit
 from . import fts
+from .rows import EntryRecord
 from .schema import entry_table, session_table
 from .store import entry_from_row
 
@@ -454,13 +455,12 @@ def entry_hits(conn: Connection, ranked: Sequence[tuple[Candidate, float]]) -> l
         return []
     scores = {candidate.id: score for candidate, score in ranked}
     rows = conn.execute(
-        sa.select(entry_table, S.session_id.label("sid"))
+        sa.select(S.session_id, entry_table)
         .join(session_table, S.pk == E.session_pk)
         .where(E.id.in_(list(scores)))
-    ).mappings()
-    hits = [
-        SearchHit(entry=entry_from_row(row["sid"], row), score=scores[row["id"]]) for row in rows
-    ]
+    )
+    entries = [entry_from_row(sid, EntryRecord(*columns)) for sid, *columns in rows]
+    hits = [SearchHit(entry=entry, score=scores[entry.id]) for entry in entries]
     hits.sort(key=lambda hit: (-hit.score, -hit.entry.id))
     return hits
 
@@ -509,15 +509,15 @@ def with_windows(
         for hit in hits
     ]
     rows = conn.execute(
-        sa.select(entry_table, S.session_id.label("sid"))
+        sa.select(S.session_id, entry_table)
         .join(session_table, S.pk == E.session_pk)
         .where(S.project == sa.bindparam("project"), sa.or_(*spans))
         .order_by(E.session_pk, E.seq),
         {"project": project},
-    ).mappings()
+    )
     around: dict[str, list[MemoryEntry]] = {}
-    for row in rows:
-        around.setdefault(row["sid"], []).append(entry_from_row(row["sid"], row))
+    for sid, *columns in rows:
+        around.setdefault(sid, []).append(entry_from_row(sid, EntryRecord(*columns)))
     return [
         replace(
             hit,

@@ -9,10 +9,11 @@ never the length of the whole conversation.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +34,7 @@ from . import _fast as _driver
 from . import events, fts
 from . import failpoints as _failpoints
 from . import statements as _sql
+from .rows import EntryRecord, SessionRecord
 from .schema import dialect_insert, entry_table, session_table, summary_table
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
@@ -46,9 +48,6 @@ S, E, M = session_table.c, entry_table.c, summary_table.c
 #: segment per flush and merges segments later: 64 entries a flush cost a turn about
 #: 3 % less than 16, and a search then indexes at most 63 (about 1.5 ms).
 FTS_BATCH = 64
-
-#: A session row (column name -> value) as the hot statements return it.
-SessionRow = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +76,7 @@ def get_session(
     create: bool = False,
     now: datetime | None = None,
     encoding: str = "",
-) -> SessionRow:
+) -> SessionRecord:
     """The session row, locked for this transaction on PostgreSQL.
 
     Raises:
@@ -109,23 +108,23 @@ def get_session(
         row = _driver.first(conn, query, keys)
     if row is None:
         raise SessionNotFound(f"no session {session_id!r} in project {project!r}")
-    return row
+    return SessionRecord.from_row(row)
 
 
-def session_stats(row: SessionRow) -> SessionStats:
+def session_stats(session: SessionRecord) -> SessionStats:
     """Counters of a session row."""
     return SessionStats(
-        total_entries=row["entry_count"],
-        active_entries=row["active_count"],
-        compressed_entries=row["entry_count"] - row["active_count"],
-        summaries=row["summary_count"],
-        total_tokens=row["entry_tokens"],
-        active_tokens=row["active_tokens"],
-        summary_tokens=row["summary_tokens"],
-        context_tokens=row["active_tokens"] + row["summary_tokens"],
-        memory_tier=row["memory_tier"],
-        last_accessed=as_utc(row["last_accessed"]),
-        access_count=row["access_count"],
+        total_entries=session.entry_count,
+        active_entries=session.active_count,
+        compressed_entries=session.entry_count - session.active_count,
+        summaries=session.summary_count,
+        total_tokens=session.entry_tokens,
+        active_tokens=session.active_tokens,
+        summary_tokens=session.summary_tokens,
+        context_tokens=session.context_tokens,
+        memory_tier=session.memory_tier,
+        last_accessed=as_utc(session.last_accessed),
+        access_count=session.access_count,
     )
 
 
@@ -146,38 +145,37 @@ def _clocked(conn: Connection, statement: sa.Update) -> sa.Update:
     return statement
 
 
-def touch(conn: Connection, session: dict[str, Any], now: Any) -> str | None:
+def touch(conn: Connection, session: SessionRecord, now: Any) -> tuple[SessionRecord, str | None]:
     """Record an access on the session row and :func:`activate` it (``session``: the
     row as read in this transaction); returns what :func:`activate` returns."""
-    _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": session["pk"], "now": now})
+    _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": session.pk, "now": now})
     return activate(conn, session)
 
 
-def activate(conn: Connection, session: dict[str, Any]) -> str | None:
+def activate(conn: Connection, session: SessionRecord) -> tuple[SessionRecord, str | None]:
     """Make an accessed session ACTIVE (``session``: its row as the access read it).
 
-    Returns the tier it had when that was another one (the row is updated to
-    ACTIVE), else ``None``; only then is a statement run.
+    Returns the row as it is now, and the tier it had when that was another one
+    (the row is updated to ACTIVE), else ``None``; only then is a statement run.
     """
-    previous = session["memory_tier"]
+    previous = session.memory_tier
     if previous == MemoryTier.ACTIVE.value:
-        return None
-    _driver.write(conn, _sql.ACTIVATE, {"pk_": session["pk"], "tier": MemoryTier.ACTIVE.value})
-    session["memory_tier"] = MemoryTier.ACTIVE.value
-    return str(previous)
+        return session, None
+    _driver.write(conn, _sql.ACTIVATE, {"pk_": session.pk, "tier": MemoryTier.ACTIVE.value})
+    return dataclasses.replace(session, memory_tier=MemoryTier.ACTIVE.value), previous
 
 
-def session_info(row: Mapping[Any, Any]) -> SessionInfo:
+def session_info(session: SessionRecord) -> SessionInfo:
     """The public view of a session row."""
     return SessionInfo(
-        session_id=row["session_id"],
-        project=row["project"],
-        created_at=as_utc(row["created_at"]),
-        last_accessed=as_utc(row["last_accessed"]),
-        access_count=row["access_count"],
-        memory_tier=row["memory_tier"],
-        total_entries=row["entry_count"],
-        context_tokens=row["active_tokens"] + row["summary_tokens"],
+        session_id=session.session_id,
+        project=session.project,
+        created_at=as_utc(session.created_at),
+        last_accessed=as_utc(session.last_accessed),
+        access_count=session.access_count,
+        memory_tier=session.memory_tier,
+        total_entries=session.entry_count,
+        context_tokens=session.context_tokens,
     )
 
 
@@ -193,7 +191,7 @@ def list_sessions(
     )
     if limit is not None:
         query = query.limit(limit)
-    return [session_info(row) for row in conn.execute(query).mappings()]
+    return [session_info(SessionRecord.from_row(row)) for row in conn.execute(query).mappings()]
 
 
 def delete_sessions(conn: Connection, session_pks: sa.ColumnElement[bool] | Sequence[int]) -> None:
@@ -211,7 +209,7 @@ def delete_sessions(conn: Connection, session_pks: sa.ColumnElement[bool] | Sequ
 
 def reserve(
     conn: Connection, project: str, session_id: str, entries: Sequence[NewEntry], now: datetime
-) -> dict[str, Any] | None:
+) -> SessionRecord | None:
     """Allocate seqs for ``entries`` and add them to the session's counters in one
     ``UPDATE ... RETURNING`` (which locks the row on PostgreSQL); the tier is left
     to :func:`activate`.
@@ -225,26 +223,27 @@ def reserve(
         "tokens": sum(entry.token_count for entry in entries),
         "now": now,
     }
-    return _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
+    row = _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
+    return None if row is None else SessionRecord.from_row(row)
 
 
-def release(conn: Connection, session: SessionRow, entries: Sequence[NewEntry]) -> dict[str, Any]:
+def release(conn: Connection, session: SessionRecord, entries: Sequence[NewEntry]) -> SessionRecord:
     """Give back what :func:`reserve` counted for ``entries``, which are not appended
     after all (``session``: the row it returned; the row stays locked). Returns the
     updated row."""
     params = {
-        "pk_": session["pk"],
+        "pk_": session.pk,
         "n": len(entries),
         "tokens": sum(entry.token_count for entry in entries),
     }
     row = _driver.first(conn, _sql.RELEASE, params)
     assert row is not None  # the row is locked by this transaction
-    return row
+    return SessionRecord.from_row(row)
 
 
 def touch_session(
     conn: Connection, project: str, session_id: str, now: datetime
-) -> dict[str, Any] | None:
+) -> SessionRecord | None:
     """Record an access and return the session row, or ``None`` if it does not exist
     (the tier is left to :func:`activate`).
 
@@ -258,42 +257,41 @@ def touch_session(
         "now": now,
     }
     if conn.dialect.name != "postgresql":
-        return _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
-    row = _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING_RELAXED), params)
-    if row is not None:
-        del row[_sql.COMMIT_MODE]
-    return row
+        row = _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
+    else:
+        row = _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING_RELAXED), params)
+        if row is not None:
+            del row[_sql.COMMIT_MODE]
+    return None if row is None else SessionRecord.from_row(row)
 
 
 def append(
     conn: Connection,
-    session: SessionRow,
+    session: SessionRecord,
     entries: Sequence[NewEntry],
     now: datetime,
     announced: events.EntryEvents | None = None,
-) -> tuple[list[MemoryEntry], dict[str, Any]]:
+) -> tuple[list[MemoryEntry], SessionRecord]:
     """Insert ``entries`` into the seqs :func:`reserve` allocated (``session`` is the
     row it returned), with their ``announced`` events, and record their tool calls.
 
-    Returns the stored entries and the session's counter values.
+    Returns the stored entries and the session row as the append leaves it.
 
     Raises:
         InvalidContent: a tool result without a pending call, or a reused call id.
     """
-    counters = dict(session)
     if any(entry.type in (EntryType.TOOL_CALL, EntryType.TOOL_RESULT) for entry in entries):
-        pending: dict[str, str] = json.loads(session["pending_calls"])
+        pending: dict[str, str] = json.loads(session.pending_calls)
         for entry in entries:
             _check_tool_pairing(entry.message, pending)
         # In the order the calls were made: a result without a call id answers
         # the oldest pending call of its tool.
-        counters["pending_calls"] = json.dumps(pending)
-        pending_json = counters["pending_calls"]
-        _driver.write(conn, _sql.SET_PENDING, {"pk_": session["pk"], "pending": pending_json})
-    first_seq = session["last_seq"] - len(entries) + 1
-    rows = [
+        session = dataclasses.replace(session, pending_calls=json.dumps(pending))
+        _driver.write(conn, _sql.SET_PENDING, {"pk_": session.pk, "pending": session.pending_calls})
+    first_seq = session.last_seq - len(entries) + 1
+    rows: list[dict[str, Any]] = [
         {
-            "session_pk": session["pk"],
+            "session_pk": session.pk,
             "seq": first_seq + offset,
             "type": entry.type.value,
             "role": entry.role,
@@ -308,15 +306,18 @@ def append(
         for offset, entry in enumerate(entries)
     ]
     unsaved = [
-        entry_from_row(session["session_id"], row | {"id": 0, "summary_id": None}, entry.message)
+        entry_from_row(session.session_id, EntryRecord(id=0, summary_id=None, **row), entry.message)
         for row, entry in zip(rows, entries, strict=True)
     ]
     ids = _insert_entries(conn, rows, announced, unsaved)
     if (ids[0] - 1) // FTS_BATCH != ids[-1] // FTS_BATCH:
         fts.flush(conn)
     _failpoints.hit("append.after_insert")
-    stored = [replace(entry, id=entry_id) for entry, entry_id in zip(unsaved, ids, strict=True)]
-    return stored, counters
+    stored = [
+        dataclasses.replace(entry, id=entry_id)
+        for entry, entry_id in zip(unsaved, ids, strict=True)
+    ]
+    return stored, session
 
 
 def pinned_tokens(conn: Connection, session_pk: int) -> int:
@@ -396,29 +397,31 @@ def existing_message_ids(conn: Connection, pk: int, ids: Sequence[str]) -> set[s
 
 
 def entry_from_row(
-    session_id: str, row: Any, message: BaseMessage | None = None, *, fresh: bool = True
+    session_id: str, row: EntryRecord, message: BaseMessage | None = None, *, fresh: bool = True
 ) -> MemoryEntry:
-    meta = row["meta"]
+    """The public view of an entry row of session ``session_id`` (``message``: its
+    message when the caller has it already, else it is parsed from the row)."""
+    meta = row.meta
     return MemoryEntry(
-        id=row["id"],
+        id=row.id,
         session_id=session_id,
-        seq=row["seq"],
-        type=EntryType(row["type"]),
-        role=row["role"],
-        content=load_text(row["content"]),
-        timestamp=as_utc(row["timestamp"]),
-        token_count=row["token_count"],
-        compressed=row["summary_id"] is not None,
-        summary_id=row["summary_id"],
+        seq=row.seq,
+        type=EntryType(row.type),
+        role=row.role,
+        content=load_text(row.content),
+        timestamp=as_utc(row.timestamp),
+        token_count=row.token_count,
+        compressed=row.summary_id is not None,
+        summary_id=row.summary_id,
         metadata={} if meta == "{}" else json.loads(meta),
-        pinned=bool(row["pinned"]),
-        message=message if message is not None else deserialize(row["message"], fresh=fresh),
+        pinned=bool(row.pinned),
+        message=message if message is not None else deserialize(row.message, fresh=fresh),
     )
 
 
 def read_entries(
     conn: Connection,
-    session: SessionRow,
+    session: SessionRecord,
     *,
     active_only: bool,
     seq_range: tuple[int, int] | None = None,
@@ -430,31 +433,31 @@ def read_entries(
     With ``fresh=False`` entries share their messages with the parse cache: only
     for tiermem's own read-only use (planning a compression), never for callers.
     """
-    sid = session["session_id"]
+    sid = session.session_id
     if active_only and seq_range is None:  # the hot path: a prebuilt statement
-        rows = _driver.fetch(conn, _sql.SELECT_ACTIVE, {"pk_": session["pk"]})
-        return [entry_from_row(sid, row, fresh=fresh) for row in rows]
-    query = sa.select(entry_table).where(E.session_pk == session["pk"]).order_by(E.seq)
+        rows = _driver.fetch_rows(conn, _sql.SELECT_ACTIVE, {"pk_": session.pk})
+        return [entry_from_row(sid, EntryRecord(*row), fresh=fresh) for row in rows]
+    query = sa.select(entry_table).where(E.session_pk == session.pk).order_by(E.seq)
     if active_only:
         query = query.where(E.summary_id.is_(None))
     if compressed_only:
         query = query.where(E.summary_id.is_not(None))
     if seq_range is not None:
         query = query.where(E.seq.between(*seq_range))
-    return [entry_from_row(session["session_id"], row) for row in conn.execute(query).mappings()]
+    return [entry_from_row(sid, EntryRecord(*row)) for row in conn.execute(query)]
 
 
 #: What ``get_messages`` renders: the top-level summaries and the active messages.
 MessageWindow = tuple[list[SummaryText], list[WindowEntry]]
 
 
-def read_message_window(conn: Connection, session: Mapping[Any, Any]) -> MessageWindow:
+def read_message_window(conn: Connection, session: SessionRecord) -> MessageWindow:
     """The top-level summaries (ids and texts) and the messages of the active entries:
     everything ``get_messages`` shows, in one statement that parses nothing else."""
     summaries: list[SummaryText] = []
     messages: list[WindowEntry] = []
     for kind, _k1, _k2, ref, body, tokens, pinned in _driver.fetch_rows(
-        conn, _sql.SELECT_MESSAGE_WINDOW, {"pk_": session["pk"]}
+        conn, _sql.SELECT_MESSAGE_WINDOW, {"pk_": session.pk}
     ):
         if kind == 0:
             summaries.append(SummaryText(ref, load_text(body), tokens))

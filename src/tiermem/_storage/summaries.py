@@ -10,10 +10,10 @@ commit here only if the claim is still theirs and every entry is unchanged.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -29,8 +29,9 @@ from ..types import MemoryEntry, MemorySummary
 from . import _fast as _driver
 from . import failpoints as _failpoints
 from . import statements as _sql
+from .rows import SessionRecord, SummaryRecord
 from .schema import entry_table, session_table, summary_table
-from .store import SessionRow, get_session
+from .store import get_session
 
 __all__ = [
     "NewSummary",
@@ -51,30 +52,31 @@ S, E, M = session_table.c, entry_table.c, summary_table.c
 
 
 def read_summaries(
-    conn: Connection, session: SessionRow, *, top_only: bool = True, with_ids: bool = True
+    conn: Connection, session: SessionRecord, *, top_only: bool = True, with_ids: bool = True
 ) -> list[MemorySummary]:
     """Summaries of a session, oldest first (top-level only by default)."""
-    if top_only and not with_ids and not session["summary_count"]:
+    sid = session.session_id
+    if top_only and not with_ids and not session.summary_count:
         return []
     if top_only and not with_ids:
-        top = _driver.fetch(conn, _sql.SELECT_TOP_SUMMARIES, {"pk_": session["pk"]})
-        return [_summary(session["session_id"], row, ()) for row in top]
+        top = _driver.fetch(conn, _sql.SELECT_TOP_SUMMARIES, {"pk_": session.pk})
+        return [_summary(sid, SummaryRecord.from_row(row), ()) for row in top]
     query = (
-        sa.select(summary_table).where(M.session_pk == session["pk"]).order_by(M.first_seq, M.level)
+        sa.select(summary_table).where(M.session_pk == session.pk).order_by(M.first_seq, M.level)
     )
     if top_only:
         query = query.where(M.parent_id.is_(None))
-    rows = list(conn.execute(query).mappings())
-    ids_by_summary: dict[int, list[int]] = {row["id"]: [] for row in rows}
+    rows = [SummaryRecord.from_row(row) for row in conn.execute(query).mappings()]
+    ids_by_summary: dict[int, list[int]] = {row.id: [] for row in rows}
     if with_ids and rows:
-        lo = min(row["first_seq"] for row in rows)
-        hi = max(row["last_seq"] for row in rows)
-        ids, seqs = _covered(conn, session["pk"], lo, hi)
+        lo = min(row.first_seq for row in rows)
+        hi = max(row.last_seq for row in rows)
+        ids, seqs = _covered(conn, session.pk, lo, hi)
         for row in rows:  # each span is a slice of the seq-ordered list
-            start = bisect.bisect_left(seqs, row["first_seq"])
-            end = bisect.bisect_right(seqs, row["last_seq"])
-            ids_by_summary[row["id"]] = ids[start:end]
-    return [_summary(session["session_id"], row, ids_by_summary[row["id"]]) for row in rows]
+            start = bisect.bisect_left(seqs, row.first_seq)
+            end = bisect.bisect_right(seqs, row.last_seq)
+            ids_by_summary[row.id] = ids[start:end]
+    return [_summary(sid, row, ids_by_summary[row.id]) for row in rows]
 
 
 def _covered(conn: Connection, pk: int, first: int, last: int) -> tuple[list[int], list[int]]:
@@ -83,46 +85,42 @@ def _covered(conn: Connection, pk: int, first: int, last: int) -> tuple[list[int
     return [row[0] for row in rows], [row[1] for row in rows]
 
 
-def _summary(session_id: str, row: Any, entry_ids: Sequence[int]) -> MemorySummary:
-    original = row["original_token_count"]
+def _summary(session_id: str, row: SummaryRecord, entry_ids: Sequence[int]) -> MemorySummary:
+    original = row.original_token_count
     return MemorySummary(
-        id=row["id"],
+        id=row.id,
         session_id=session_id,
-        content=load_text(row["content"]),
+        content=load_text(row.content),
         original_entry_ids=tuple(entry_ids),
-        token_count=row["token_count"],
+        token_count=row.token_count,
         original_token_count=original,
-        compression_ratio=row["token_count"] / original if original else 0.0,
-        created_at=as_utc(row["created_at"]),
-        time_range=(as_utc(row["start_time"]), as_utc(row["end_time"])),
-        level=row["level"],
-        first_seq=row["first_seq"],
-        last_seq=row["last_seq"],
-        parent_id=row["parent_id"],
+        compression_ratio=row.token_count / original if original else 0.0,
+        created_at=as_utc(row.created_at),
+        time_range=(as_utc(row.start_time), as_utc(row.end_time)),
+        level=row.level,
+        first_seq=row.first_seq,
+        last_seq=row.last_seq,
+        parent_id=row.parent_id,
     )
 
 
 def get_summary_row(
     conn: Connection, project: str, summary_id: int
-) -> tuple[SessionRow, SessionRow]:
+) -> tuple[SummaryRecord, SessionRecord]:
     """A summary and its session.
 
     Raises:
         SessionNotFound: if no summary has that id in the project.
     """
-    row = (
-        conn.execute(
-            sa.select(summary_table, S.session_id.label("sid"))
-            .join(session_table, S.pk == M.session_pk)
-            .where(M.id == summary_id, S.project == project)
-        )
-        .mappings()
-        .first()
-    )
+    row = conn.execute(
+        sa.select(S.session_id, summary_table)
+        .join(session_table, S.pk == M.session_pk)
+        .where(M.id == summary_id, S.project == project)
+    ).first()
     if row is None:
         raise SessionNotFound(f"no summary {summary_id} in project {project!r}")
-    session = get_session(conn, project, row["sid"], lock=False)
-    return dict(row), session
+    sid, *columns = row
+    return SummaryRecord(*columns), get_session(conn, project, sid, lock=False)
 
 
 # --------------------------------------------------------------------------- writing
@@ -217,35 +215,39 @@ def link_parents(conn: Connection, links: Sequence[tuple[int, int]]) -> None:
 _MAX_COUNTED_FAILURES = 1024
 
 
-def claim(conn: Connection, session: SessionRow, token: str, now: datetime, ttl: float) -> None:
+def claim(conn: Connection, session: SessionRecord, token: str, now: datetime, ttl: float) -> None:
     """Take the session's compression claim (a lease that expires after ``ttl`` s).
 
     Raises:
         CompressionInProgress: if another live claim holds the session.
     """
-    expires = session["claim_expires_at"]
-    if session["claim_token"] and expires is not None and as_utc(expires) > now:
+    expires = session.claim_expires_at
+    if session.claim_token and expires is not None and as_utc(expires) > now:
         raise CompressionInProgress(
-            f"session {session['session_id']!r} is being compressed by another worker"
+            f"session {session.session_id!r} is being compressed by another worker"
         )
     expires_at = now + timedelta(seconds=ttl)
-    _driver.write(conn, _sql.CLAIM, {"pk_": session["pk"], "token": token, "expires": expires_at})
+    _driver.write(conn, _sql.CLAIM, {"pk_": session.pk, "token": token, "expires": expires_at})
 
 
 def release_failed_claim(
-    conn: Connection, session: SessionRow, token: str, now: datetime, backoff: tuple[float, float]
+    conn: Connection,
+    session: SessionRecord,
+    token: str,
+    now: datetime,
+    backoff: tuple[float, float],
 ) -> None:
     """Drop our claim after a failure and back off automatic compression: ``backoff``
     is (base, max) seconds, the pause doubling per consecutive failure up to max."""
-    if session["claim_token"] != token:
+    if session.claim_token != token:
         return
     # The count saturates where doubling would leave the float range (2.0 ** 1024
     # overflows); backoff_max caps the pause long before that.
-    failures = min(session["failures"] + 1, _MAX_COUNTED_FAILURES)
+    failures = min(session.failures + 1, _MAX_COUNTED_FAILURES)
     pause = min(backoff[0] * 2.0 ** (failures - 1), backoff[1])
     conn.execute(
         sa.update(session_table)
-        .where(S.pk == session["pk"])
+        .where(S.pk == session.pk)
         .values(
             claim_token=None,
             claim_expires_at=None,
@@ -255,23 +257,23 @@ def release_failed_claim(
     )
 
 
-def _check_claim(session: SessionRow, token: str) -> None:
-    if session["claim_token"] != token:
+def _check_claim(session: SessionRecord, token: str) -> None:
+    if session.claim_token != token:
         raise CompressionConflict(
-            f"the compression claim of session {session['session_id']!r} expired and was "
+            f"the compression claim of session {session.session_id!r} expired and was "
             "taken by another worker; nothing was written"
         )
 
 
 def commit_summary(
     conn: Connection,
-    session: SessionRow,
+    session: SessionRecord,
     token: str,
     entries: Sequence[MemoryEntry],
     content: str,
     token_count: int,
     now: datetime,
-) -> tuple[MemorySummary, dict[str, Any]]:
+) -> tuple[MemorySummary, SessionRecord]:
     """Store the summary of ``entries`` and link them, if they are still active.
 
     Raises:
@@ -291,33 +293,33 @@ def commit_summary(
         start_time=entries[0].timestamp,
         end_time=entries[-1].timestamp,
     )
-    (summary_id,) = insert_summaries(conn, session["pk"], [new])
+    (summary_id,) = insert_summaries(conn, session.pk, [new])
     _failpoints.hit("compress.after_summary_insert")
-    link = {"pk_": session["pk"], "first": new.first_seq, "last": new.last_seq, "sid": summary_id}
+    link = {"pk_": session.pk, "first": new.first_seq, "last": new.last_seq, "sid": summary_id}
     linked = _driver.write(conn, _sql.LINK_ENTRIES, link)
     if linked != len(entries):
         raise CompressionConflict("the entries changed while the summarizer ran; nothing written")
     _failpoints.hit("compress.after_link")
-    counters = {
-        "active_count": session["active_count"] - len(entries),
-        "active_tokens": session["active_tokens"] - original,
-        "summary_count": session["summary_count"] + 1,
-        "summary_tokens": session["summary_tokens"] + token_count,
-    }
-    _finish_claim(conn, session, counters)
-    summary = new.stored(session["session_id"], summary_id, [entry.id for entry in entries])
-    return summary, {**session, **counters}
+    counted = dataclasses.replace(
+        session,
+        active_count=session.active_count - len(entries),
+        active_tokens=session.active_tokens - original,
+        summary_count=session.summary_count + 1,
+        summary_tokens=session.summary_tokens + token_count,
+    )
+    summary = new.stored(session.session_id, summary_id, [entry.id for entry in entries])
+    return summary, _finish_claim(conn, counted)
 
 
 def commit_merge(
     conn: Connection,
-    session: SessionRow,
+    session: SessionRecord,
     token: str,
     children: Sequence[MemorySummary],
     content: str,
     token_count: int,
     now: datetime,
-) -> tuple[MemorySummary, dict[str, Any]]:
+) -> tuple[MemorySummary, SessionRecord]:
     """Store a higher-level summary of ``children`` (still top-level) and link them.
 
     Raises:
@@ -331,7 +333,7 @@ def commit_merge(
     child_ids = [child.id for child in children]
     entry_count = conn.execute(
         sa.select(sa.func.coalesce(sa.func.sum(M.entry_count), 0)).where(
-            M.session_pk == session["pk"], M.id.in_(child_ids)
+            M.session_pk == session.pk, M.id.in_(child_ids)
         )
     ).scalar_one()
     new = NewSummary(
@@ -346,11 +348,11 @@ def commit_merge(
         start_time=children[0].time_range[0],
         end_time=children[-1].time_range[1],
     )
-    (summary_id,) = insert_summaries(conn, session["pk"], [new])
+    (summary_id,) = insert_summaries(conn, session.pk, [new])
     linked = conn.execute(
         sa.update(summary_table)
         .where(
-            M.session_pk == session["pk"],
+            M.session_pk == session.pk,
             M.id.in_(child_ids),
             M.parent_id.is_(None),
         )
@@ -358,16 +360,25 @@ def commit_merge(
     ).rowcount
     if linked != len(children):
         raise CompressionConflict("the summaries changed while the summarizer ran")
-    counters = {
-        "summary_count": session["summary_count"] - len(children) + 1,
-        "summary_tokens": session["summary_tokens"] - original + token_count,
+    counted = dataclasses.replace(
+        session,
+        summary_count=session.summary_count - len(children) + 1,
+        summary_tokens=session.summary_tokens - original + token_count,
+    )
+    summary = new.stored(session.session_id, summary_id, ())  # get_summaries() lists them
+    return summary, _finish_claim(conn, counted)
+
+
+def _finish_claim(conn: Connection, session: SessionRecord) -> SessionRecord:
+    """Store the counters of ``session`` and drop its claim; the row as it is then."""
+    values = {
+        "pk_": session.pk,
+        "active_count": session.active_count,
+        "active_tokens": session.active_tokens,
+        "summary_count": session.summary_count,
+        "summary_tokens": session.summary_tokens,
     }
-    _finish_claim(conn, session, counters)
-    summary = new.stored(session["session_id"], summary_id, ())  # get_summaries() lists them
-    return summary, {**session, **counters}
-
-
-def _finish_claim(conn: Connection, session: SessionRow, counters: dict[str, Any]) -> None:
-    names = ("active_count", "active_tokens", "summary_count", "summary_tokens")
-    values = {name: counters.get(name, session[name]) for name in names}
-    _driver.write(conn, _sql.FINISH_CLAIM, {"pk_": session["pk"], **values})
+    _driver.write(conn, _sql.FINISH_CLAIM, values)
+    return dataclasses.replace(
+        session, claim_token=None, claim_expires_at=None, failures=0, backoff_until=None
+    )

@@ -22,6 +22,7 @@ from ..tiers import MemoryTier, TierPolicy
 from ..types import LoadedSession, SessionInfo
 from . import failpoints as _failpoints
 from .layer_schema import in_project, item_table
+from .rows import SessionRecord
 from .schema import entry_table, session_table, summary_table
 from .store import session_info
 
@@ -117,7 +118,7 @@ def least_recently_used(
         .order_by(S.last_accessed, S.pk)
         .limit(limit)
     )
-    return [session_info(row) for row in conn.execute(query).mappings()]
+    return [session_info(SessionRecord.from_row(row)) for row in conn.execute(query).mappings()]
 
 
 def clamp_future(conn: Connection, *, project: str, cut: Cutoffs) -> tuple[int, int] | None:
@@ -283,28 +284,24 @@ def load_sessions(
     ).all()
     if not picked:
         return [], ()
-    rows = (
-        conn.execute(
-            sa.update(session_table)
-            .where(among(conn, S.pk, [row.pk for row in picked]), S.last_accessed >= cut.expired)
-            .values(
-                last_accessed=stamp,
-                access_count=S.access_count + 1,
-                memory_tier=MemoryTier.ACTIVE.value,
-            )
-            .returning(session_table)
+    touched = conn.execute(
+        sa.update(session_table)
+        .where(among(conn, S.pk, [row.pk for row in picked]), S.last_accessed >= cut.expired)
+        .values(
+            last_accessed=stamp,
+            access_count=S.access_count + 1,
+            memory_tier=MemoryTier.ACTIVE.value,
         )
-        .mappings()
-        .all()
-    )
-    updated = {row["pk"]: row for row in rows}
+        .returning(session_table)
+    ).mappings()
+    updated = {session.pk: session for session in map(SessionRecord.from_row, touched)}
     loaded = [
         LoadedSession(session_info(updated[row.pk]), MemoryTier(row.loaded_tier))
         for row in picked
         if row.pk in updated
     ]
     woken = tuple(
-        updated[row.pk]["session_id"]
+        updated[row.pk].session_id
         for row in picked
         if row.pk in updated and row.memory_tier != MemoryTier.ACTIVE.value
     )
