@@ -8,13 +8,19 @@ import dataclasses
 import pytest
 import sqlalchemy as sa
 
-from tiermem._storage.rows import EntryRecord, SessionRecord, SummaryRecord
+from tiermem._storage.layer_schema import item_table
+from tiermem._storage.rows import EntryRecord, ItemRecord, SessionRecord, SummaryRecord
 from tiermem._storage.schema import entry_table, session_table, summary_table
 
 
 @pytest.mark.parametrize(
     ("record", "table"),
-    [(SessionRecord, session_table), (SummaryRecord, summary_table), (EntryRecord, entry_table)],
+    [
+        (SessionRecord, session_table),
+        (SummaryRecord, summary_table),
+        (EntryRecord, entry_table),
+        (ItemRecord, item_table),
+    ],
 )
 def test_a_record_has_a_field_per_column(record: type, table: sa.Table) -> None:
     """Each record has one field per column of its table, in the table's order."""

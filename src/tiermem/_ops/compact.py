@@ -24,10 +24,9 @@ from .embed import queue_items
 from .layer_base import LayerScope, check_count, parse_layer, prepare, read, to_item, totals, write
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import RowMapping
-
     from .._core.runner import Op
     from .._storage.items import NewItem
+    from .._storage.rows import ItemRecord
 
 __all__ = ["compact"]
 
@@ -71,7 +70,7 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
     context, layer = scope.context, LayerType.EPISODIC
     budget = context.config.max_summarizer_input_tokens
     removed, summary = 0, None
-    nothing: tuple[list[RowMapping], int] = ([], 0)
+    nothing: tuple[list[ItemRecord], int] = ([], 0)
     since = layer_store.live_since(context.now(), context.config.tier_policy)
     for _ in range(_MAX_ROUNDS):
         batch, older = yield from read(
@@ -97,11 +96,11 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
         )
         folded = len(batch)
 
-        def compacted(row: RowMapping, folded: int = folded) -> tuple[str, dict[str, Any]]:
-            return _compacted(layer, folded, row["id"])
+        def compacted(row: ItemRecord, folded: int = folded) -> tuple[str, dict[str, Any]]:
+            return _compacted(layer, folded, row.id)
 
         row = yield from write(scope, replace, compacted)
-        queue_items(context, [row["id"]])  # its new text, embedded in the background
+        queue_items(context, [row.id])  # its new text, embedded in the background
         summary = to_item(scope.name, row)
         removed += len(batch) - 1
         if older - len(batch) + 1 < 2:

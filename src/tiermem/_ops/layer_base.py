@@ -25,10 +25,11 @@ from . import feed
 from .working import WorkingMemory
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, RowMapping
+    from sqlalchemy.engine import Connection
 
     from .._core.context import MemoryContext
     from .._core.runner import Op
+    from .._storage.rows import ItemRecord
 
 __all__ = [
     "DEFAULT_MAX_WORKING_ENTRIES",
@@ -133,21 +134,21 @@ def check_metadata(value: object) -> dict[str, Any]:
 # --------------------------------------------------------------------------- conversion
 
 
-def to_item(scope: str, row: RowMapping) -> LayerItem:
+def to_item(scope: str, row: ItemRecord) -> LayerItem:
     """The public item of a ``tiermem_layer_item`` row."""
     return LayerItem(
-        id=row["id"],
+        id=row.id,
         scope=scope,
-        type=LayerType(row["layer"]),
-        content=load_text(row["content"]),
-        key=None if row["item_key"] is None else load_text(row["item_key"]),
-        metadata=json.loads(row["meta"]),
-        token_count=row["token_count"],
-        created_at=as_utc(row["created_at"]),
-        updated_at=as_utc(row["updated_at"]),
-        last_accessed=as_utc(row["last_accessed"]),
-        access_count=row["access_count"],
-        memory_tier=row["memory_tier"],
+        type=LayerType(row.layer),
+        content=load_text(row.content),
+        key=None if row.item_key is None else load_text(row.item_key),
+        metadata=json.loads(row.meta),
+        token_count=row.token_count,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+        last_accessed=as_utc(row.last_accessed),
+        access_count=row.access_count,
+        memory_tier=row.memory_tier,
     )
 
 

@@ -35,9 +35,10 @@ from .layer_base import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, RowMapping
+    from sqlalchemy.engine import Connection
 
     from .._core.runner import Op
+    from .._storage.rows import ItemRecord
 
 __all__ = [
     "add_rule",
@@ -77,8 +78,8 @@ def append(
         return scope.working.add(item.content, meta, item.token_count, now)
     policy = context.config.tier_policy
 
-    def appended(row: RowMapping) -> tuple[str, dict[str, Any]]:
-        return "layer:appended", {"layer": layer.value, "item_id": row["id"], "key": key}
+    def appended(row: ItemRecord) -> tuple[str, dict[str, Any]]:
+        return "layer:appended", {"layer": layer.value, "item_id": row.id, "key": key}
 
     if layer is LayerType.SEMANTIC:
         row = yield from write(
@@ -88,7 +89,7 @@ def append(
         row = yield from write(
             scope, lambda conn, pk: layer_store.insert_item(conn, pk, item, now), appended
         )
-    queue_items(context, [row["id"]])  # committed: embedded in the background
+    queue_items(context, [row.id])  # committed: embedded in the background
     return to_item(scope.name, row)
 
 
@@ -131,17 +132,17 @@ def _hits(
         if not words:
             return []
 
-        def search(conn: Connection, pk: int) -> list[tuple[RowMapping, float]]:
+        def search(conn: Connection, pk: int) -> list[tuple[ItemRecord, float]]:
             return layer_store.search_items(conn, pk, layer.value, words, limit, now, policy)
     else:
         from .._storage import hybrid, item_hybrid  # numpy: only for a memory with embeddings
 
         dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
 
-        def search(conn: Connection, pk: int) -> list[tuple[RowMapping, float]]:
+        def search(conn: Connection, pk: int) -> list[tuple[ItemRecord, float]]:
             return item_hybrid.search_items(conn, pk, layer.value, words, limit, now, policy, dense)
 
-    nothing: list[tuple[RowMapping, float]] = []
+    nothing: list[tuple[ItemRecord, float]] = []
     hits = yield from read(scope, search, nothing, write=True)  # a hit is an access
     return [(to_item(scope.name, row), score) for row, score in hits]
 
@@ -165,7 +166,7 @@ def recent(scope: LayerScope, type: LayerType | str, n: int) -> Op[list[LayerIte
     check_count("n", n, 0)
     if layer is LayerType.WORKING:
         return scope.working.recent(n)
-    nothing: list[RowMapping] = []
+    nothing: list[ItemRecord] = []
     context = scope.context
     now, policy = context.now(), context.config.tier_policy
     rows = yield from read(

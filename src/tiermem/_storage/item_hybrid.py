@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from .._core import dense
 from .._core.clock import as_utc
@@ -33,6 +33,7 @@ from ..tiers import TierPolicy
 from . import item_vectors
 from .hybrid import POOL, RECENCY_BONUS, DenseQuery
 from .items import item_candidates, live_since, touch_ranked
+from .rows import ItemRecord
 from .search import Candidate, rank
 
 __all__ = ["search_items"]
@@ -91,7 +92,7 @@ def search_items(
     now: datetime,
     policy: TierPolicy,
     dense_query: DenseQuery,
-) -> list[tuple[RowMapping, float]]:
+) -> list[tuple[ItemRecord, float]]:
     """The best ``limit`` items of a scope's layer by words and by meaning with their
     scores, best first (see the module docstring); each hit's access is recorded."""
     since = live_since(now, policy)

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from .._core.clock import as_utc
 from .._core.messages import store_text
@@ -32,6 +32,7 @@ from ..tiers import MemoryTier, TierPolicy
 from . import fts
 from .item_vectors import forget_item_vectors
 from .layer_schema import ITEM_INDEX, in_project, item_partition, item_table, scope_table
+from .rows import ItemRecord
 from .schema import dialect_insert
 from .search import Candidate, pg_candidates, rank
 from .tiers import Cutoffs, cutoffs, delete_locked, tier_case
@@ -153,14 +154,14 @@ def _upsert(dialect: str) -> Any:
     ).returning(*item_table.c)
 
 
-def insert_item(conn: Connection, pk: int, item: NewItem, now: datetime) -> RowMapping:
+def insert_item(conn: Connection, pk: int, item: NewItem, now: datetime) -> ItemRecord:
     """Insert one item; returns its row."""
-    return conn.execute(_INSERT, _values(pk, item, now)).mappings().one()
+    return ItemRecord.from_row(conn.execute(_INSERT, _values(pk, item, now)).mappings().one())
 
 
 def upsert_fact(
     conn: Connection, pk: int, item: NewItem, now: datetime, policy: TierPolicy
-) -> RowMapping:
+) -> ItemRecord:
     """Insert a semantic item, or replace the value stored under its key (an access; a
     fact that had expired is replaced by a new one, created now, never accessed). A
     new value deletes the vector of the old one."""
@@ -168,15 +169,15 @@ def upsert_fact(
     # Locked on PostgreSQL: nothing changes the value between this read and the
     # upsert, so an unchanged value keeps its vector rightly.
     key = {"scope_pk": pk, "item_key": params["item_key"]}
-    old = conn.execute(_old_value(conn.dialect.name), key).first()
-    row = conn.execute(_upsert(conn.dialect.name), params).mappings().one()
-    if old is None or old[0] != row["content"]:
-        forget_item_vectors(conn, [row["id"]])
+    old = conn.execute(_old_value(conn.dialect.name), key).scalar()
+    row = ItemRecord.from_row(conn.execute(_upsert(conn.dialect.name), params).mappings().one())
+    if old != row.content:  # a new fact (None) or a new value
+        forget_item_vectors(conn, [row.id])
     return row
 
 
 @functools.cache
-def _old_value(dialect: str) -> sa.Select[tuple[str]]:
+def _old_value(dialect: str) -> sa.Select[Any]:
     query = sa.select(IC.content).where(
         IC.scope_pk == sa.bindparam("scope_pk"),
         IC.layer == "semantic",
@@ -203,14 +204,15 @@ _TOUCH_KEY = _ACCESS.where(
 )
 
 
-def touch_items(conn: Connection, ids: Sequence[int], now: datetime) -> list[RowMapping]:
+def touch_items(conn: Connection, ids: Sequence[int], now: datetime) -> list[ItemRecord]:
     """Record an access of the items ``ids``; returns their updated rows."""
-    return list(conn.execute(_TOUCH_IDS, {"ids": list(ids), "now": as_utc(now)}).mappings())
+    rows = conn.execute(_TOUCH_IDS, {"ids": list(ids), "now": as_utc(now)}).mappings()
+    return [ItemRecord.from_row(row) for row in rows]
 
 
 def recall_fact(
     conn: Connection, pk: int, key: str, now: datetime, policy: TierPolicy
-) -> RowMapping | None:
+) -> ItemRecord | None:
     """The semantic item stored under ``key`` (an access), or ``None`` (also when it
     is expired: an expired item is never read, nor saved by the attempt)."""
     params = {
@@ -219,12 +221,13 @@ def recall_fact(
         "now": as_utc(now),
         "since": live_since(now, policy),
     }
-    return conn.execute(_TOUCH_KEY, params).mappings().first()
+    row = conn.execute(_TOUCH_KEY, params).mappings().first()
+    return None if row is None else ItemRecord.from_row(row)
 
 
 def recent_items(
     conn: Connection, pk: int, layer: str, n: int, now: datetime, policy: TierPolicy
-) -> list[RowMapping]:
+) -> list[ItemRecord]:
     """The ``n`` newest items of a layer that are not expired, oldest first."""
     query = (
         sa.select(item_table)
@@ -232,13 +235,13 @@ def recent_items(
         .order_by(IC.id.desc())
         .limit(n)
     )
-    return list(reversed(conn.execute(query).mappings().all()))
+    return [ItemRecord.from_row(row) for row in reversed(conn.execute(query).mappings().all())]
 
 
-def read_items(conn: Connection, ids: Sequence[int]) -> list[RowMapping]:
+def read_items(conn: Connection, ids: Sequence[int]) -> list[ItemRecord]:
     """Items by id, in id order."""
     query = sa.select(item_table).where(IC.id.in_(list(ids))).order_by(IC.id)
-    return list(conn.execute(query).mappings())
+    return [ItemRecord.from_row(row) for row in conn.execute(query).mappings()]
 
 
 _SIZE = sa.select(sa.func.count(), sa.func.coalesce(sa.func.avg(IC.byte_size), 0)).where(
@@ -298,7 +301,7 @@ def search_items(
     limit: int,
     now: datetime,
     policy: TierPolicy,
-) -> list[tuple[RowMapping, float]]:
+) -> list[tuple[ItemRecord, float]]:
     """The best ``limit`` items of a layer containing any of ``words`` with their
     scores, best first (:func:`tiermem._storage.search.rank`); each hit's access is recorded.
     Expired items are never candidates."""
@@ -310,13 +313,13 @@ def search_items(
 
 def touch_ranked(
     conn: Connection, ranked: Sequence[tuple[Candidate, float]], now: datetime
-) -> list[tuple[RowMapping, float]]:
+) -> list[tuple[ItemRecord, float]]:
     """The rows of ranked candidates with their scores, best first (ties: newest
     first); each one's access is recorded."""
     scores = {candidate.id: score for candidate, score in ranked}
     rows = touch_items(conn, list(scores), now)
-    hits = [(row, scores[row["id"]]) for row in rows]
-    hits.sort(key=lambda hit: (-hit[1], -hit[0]["id"]))
+    hits = [(row, scores[row.id]) for row in rows]
+    hits.sort(key=lambda hit: (-hit[1], -hit[0].id))
     return hits
 
 
@@ -355,7 +358,7 @@ def drop_older(conn: Connection, pk: int, layer: str, keep: int) -> int:
 
 def older_items(
     conn: Connection, pk: int, layer: str, keep: int, token_budget: int, since: datetime
-) -> tuple[list[RowMapping], int]:
+) -> tuple[list[ItemRecord], int]:
     """The oldest items outside the ``keep`` newest, of those last accessed at or after
     ``since`` (expired ones are left to pruning, never folded into a live summary):
     at least two (when there are), then more while their tokens fit
@@ -380,26 +383,26 @@ def replace_with_summary(
     conn: Connection,
     pk: int,
     layer: str,
-    batch: Sequence[RowMapping],
+    batch: Sequence[ItemRecord],
     summary: NewItem,
     last_accessed: datetime,
     tier: MemoryTier,
     now: datetime,
-) -> RowMapping:
+) -> ItemRecord:
     """Turn the first item of ``batch`` into ``summary`` and delete the rest, if they
     are all still there unchanged.
 
     Raises:
         CompressionConflict: another writer changed or removed them meanwhile.
     """
-    first, rest = batch[0], [row["id"] for row in batch[1:]]
+    first, rest = batch[0], [row.id for row in batch[1:]]
     deleted = conn.execute(
         sa.delete(item_table).where(IC.scope_pk == pk, IC.layer == layer, IC.id.in_(rest))
     ).rowcount
     updated = (
         conn.execute(
             sa.update(item_table)
-            .where(IC.id == first["id"], IC.updated_at == first["updated_at"])
+            .where(IC.id == first.id, IC.updated_at == first.updated_at)
             .values(
                 content=store_text(summary.content),
                 meta=summary.meta,
@@ -418,8 +421,8 @@ def replace_with_summary(
         raise CompressionConflict(
             "the layer's items changed while the summarizer ran; nothing was written"
         )
-    forget_item_vectors(conn, [first["id"]])  # the deleted ones' go with them
-    return updated[0]
+    forget_item_vectors(conn, [first.id])  # the deleted ones' go with them
+    return ItemRecord.from_row(updated[0])
 
 
 # --------------------------------------------------------------------------- maintenance

@@ -1,4 +1,4 @@
-"""Typed rows of the conversation tables, as the storage statements return them.
+"""Typed rows of the conversation and layer tables, as the storage statements return them.
 
 The SQLModel classes in :mod:`tiermem._storage.schema` define the tables; these
 records are what reading them gives back: plain frozen dataclasses, built from a
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-__all__ = ["EntryRecord", "SessionRecord", "SummaryRecord"]
+__all__ = ["EntryRecord", "ItemRecord", "SessionRecord", "SummaryRecord"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,5 +99,30 @@ class EntryRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> EntryRecord:
+        """The record of a row with exactly the table's columns, keyed by name."""
+        return cls(**row)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRecord:
+    """A row of ``tiermem_layer_item``: one episodic event, semantic fact or
+    procedural rule of a scope (see :class:`tiermem._storage.layer_schema.LayerItemRow`)."""
+
+    id: int
+    scope_pk: int
+    layer: str
+    item_key: str | None
+    content: str
+    meta: str
+    token_count: int
+    byte_size: int
+    created_at: datetime
+    updated_at: datetime
+    last_accessed: datetime
+    access_count: int
+    memory_tier: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> ItemRecord:
         """The record of a row with exactly the table's columns, keyed by name."""
         return cls(**row)
