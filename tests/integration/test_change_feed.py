@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem._storage import events as events_storage
-from tiermem._storage import failpoints
+from tiermem._storage import failpoints, store
 from tiermem.errors import ImportValidationError, InvalidArgument, StorageError, SummarizerFailed
 from tiermem.feed import EVENT_VERSION, ChangeEvent
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
@@ -382,9 +382,26 @@ def test_large_batches_of_events(
     """A change with more events than one INSERT takes (a large prune or tier change)
     writes them all, in order."""
     monkeypatch.setattr(events_storage, "_PG_ROWS", 2)
+    monkeypatch.setattr(store, "ENTRIES_PER_STATEMENT", 2)
     memory = make_memory()
-    memory.add_messages("s", [HumanMessage(f"m{n}") for n in range(5)])
+    stored = memory.add_messages("s", [HumanMessage(f"m{n}") for n in range(5)])
+    assert [entry.seq for entry in stored] == [1, 2, 3, 4, 5]
     assert [event.payload["seq"] for event in settled(memory)] == [1, 2, 3, 4, 5]
+    assert [event.payload["entry_id"] for event in settled(memory)] == [e.id for e in stored]
+
+
+def test_an_append_longer_than_a_statement_takes(make_memory: MemoryFactory) -> None:
+    """An append of more entries than one statement's 65,535 parameters hold (14 per
+    entry with its event on PostgreSQL) stores them all, each with its event."""
+    memory = make_memory(config=MemoryConfig(auto_compress=False))
+    count = 65_535 // 14 + 10
+    stored = memory.add_messages("s", [HumanMessage(f"m{n}") for n in range(count)])
+    assert [entry.seq for entry in stored] == list(range(1, count + 1))
+    with memory.engine.connect() as conn:
+        written = conn.execute(
+            sa.text("SELECT count(*) FROM tiermem_event WHERE kind = 'entry:added'")
+        ).scalar_one()
+    assert written == count
 
 
 def test_an_import_has_its_event(make_memory: MemoryFactory) -> None:

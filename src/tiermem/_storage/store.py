@@ -49,6 +49,10 @@ S, E, M = session_table.c, entry_table.c, summary_table.c
 #: 3 % less than 16, and a search then indexes at most 63 (about 1.5 ms).
 FTS_BATCH = 64
 
+#: Entries per PostgreSQL statement that inserts them with their events (14
+#: parameters each).
+ENTRIES_PER_STATEMENT = 1_000
+
 
 @dataclass(frozen=True, slots=True)
 class NewEntry:
@@ -339,18 +343,25 @@ def _insert_entries(
         if announced is None:  # one multi-row INSERT ... RETURNING
             return list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars())
         # The entries and their events in one statement: the feed costs an append no
-        # round trip of its own.
-        feed_sql, feed_args = events.entry_events_sql(
-            announced, [row["seq"] for row in rows], parts
-        )
-        columns = tuple(rows[0])
-        values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
-        sql = (
-            f"WITH new AS (INSERT INTO tiermem_entry ({', '.join(columns)}) VALUES {values} "
-            f"RETURNING id, seq), {feed_sql} SELECT id FROM new ORDER BY seq"
-        )
-        args = [row[column] for row in rows for column in columns]
-        return [row[0] for row in conn.exec_driver_sql(sql, tuple(args + feed_args))]
+        # round trip of its own. In chunks, in seq order, so that a long batch stays
+        # within the 65,535 parameters a statement takes.
+        ids: list[int] = []
+        for start in range(0, len(rows), ENTRIES_PER_STATEMENT):
+            chunk = rows[start : start + ENTRIES_PER_STATEMENT]
+            feed_sql, feed_args = events.entry_events_sql(
+                announced,
+                [row["seq"] for row in chunk],
+                parts[start : start + ENTRIES_PER_STATEMENT],
+            )
+            columns = tuple(chunk[0])
+            values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
+            sql = (
+                f"WITH new AS (INSERT INTO tiermem_entry ({', '.join(columns)}) "
+                f"VALUES {values} RETURNING id, seq), {feed_sql} SELECT id FROM new ORDER BY seq"
+            )
+            args = [row[column] for row in chunk for column in columns]
+            ids += [row[0] for row in conn.exec_driver_sql(sql, tuple(args + feed_args))]
+        return ids
     # A statement per row costs SQLite less than building a multi-row one.
     ids = [
         _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=tuple(row))[0][0]
