@@ -13,6 +13,7 @@ wrapped and kept as ``__cause__``::
         x BudgetExceeded
       x SessionNotFound (also KeyError)
       x ContextReadFailed
+      x StaleContext
       x StorageError
         x StorageBusy
         x StorageUnavailable
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidContent",
     "InvalidSessionId",
     "SessionNotFound",
+    "StaleContext",
     "StorageBusy",
     "StorageCorrupt",
     "StorageError",
@@ -130,6 +132,13 @@ class ContextReadFailed(TiermemError):
     def __init__(self, message: str, *, entries: Sequence[MemoryEntry]) -> None:
         super().__init__(message)
         self.entries = list(entries)
+
+
+class StaleContext(TiermemError):
+    """``add_and_get_messages(..., expected_last_id=...)``: the session's newest
+    message is no longer the one the caller's context ended with (another writer
+    appended, or the session was cleared); nothing was written. Read the context
+    again (``get_messages``) and answer from it."""
 
 
 class StorageError(TiermemError):

@@ -216,12 +216,9 @@ class ConversationMemory:
         self, session_id: str, message: BaseMessage, *, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Store any LangChain message; content blocks, tool calls, ids and
-        ``additional_kwargs`` round-trip exactly.
-
-        Raises:
-            InvalidContent: content that cannot be stored exactly, or a long id.
-            EntryTooLarge: message and ``metadata`` JSON over ``max_entry_chars``.
-        """
+        ``additional_kwargs`` round-trip exactly. ``InvalidContent`` for content that
+        cannot be stored exactly or a long id, ``EntryTooLarge`` for message and
+        ``metadata`` JSON over ``max_entry_chars``."""
         return run(write.add_message(self._context, session_id, message, metadata))
 
     async def aadd_message(
@@ -233,12 +230,8 @@ class ConversationMemory:
     def add_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[MemoryEntry]:
-        """Store several messages in one transaction: all or none.
-
-        Args:
-            skip_existing: skip messages whose ``id`` is already stored in the
-                session (resuming from a checkpointer never duplicates).
-        """
+        """Store several messages in one transaction: all or none. ``skip_existing``
+        skips messages whose ``id`` the session holds (resuming never duplicates)."""
         return run(write.add_messages(self._context, session_id, list(messages), skip_existing))[0]
 
     async def aadd_messages(
@@ -249,22 +242,45 @@ class ConversationMemory:
         return (await arun(op))[0]
 
     def add_and_get_messages(
-        self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
+        self,
+        session_id: str,
+        messages: Iterable[BaseMessage],
+        *,
+        skip_existing: bool = False,
+        expected_last_id: str | None = None,
     ) -> list[BaseMessage]:
         """:meth:`add_messages`, then :meth:`get_messages`, in one transaction
         (unless a compression runs between them); returns the next context.
 
+        Args:
+            expected_last_id: append only if the session's newest message still has
+                this id (the last message of the context a previous call returned):
+                a service answering from that context stores no stale turn.
+
         Raises:
+            StaleContext: another writer appended since (or cleared the session);
+                nothing was written.
             ContextReadFailed: the messages were stored, but reading the context
                 after the compression they triggered failed (do not add them again).
         """
-        return run(write.add_turn(self._context, session_id, list(messages), skip_existing))
+        op = write.add_turn(
+            self._context, session_id, list(messages), skip_existing, expected_last_id
+        )
+        return run(op)
 
     async def aadd_and_get_messages(
-        self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
+        self,
+        session_id: str,
+        messages: Iterable[BaseMessage],
+        *,
+        skip_existing: bool = False,
+        expected_last_id: str | None = None,
     ) -> list[BaseMessage]:
         """Async :meth:`add_and_get_messages`."""
-        return await arun(write.add_turn(self._context, session_id, list(messages), skip_existing))
+        op = write.add_turn(
+            self._context, session_id, list(messages), skip_existing, expected_last_id
+        )
+        return await arun(op)
 
     def add_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
         """Store a user message; keyword arguments are kept as entry metadata."""
@@ -300,11 +316,8 @@ class ConversationMemory:
         self, session_id: str, tool_name: str, output: str, call_id: str | None = None
     ) -> MemoryEntry:
         """Store a tool result answering ``call_id`` or, without one (``None`` or
-        ``""``), the oldest unanswered call of ``tool_name``.
-
-        Raises:
-            InvalidContent: if no such call is pending, or ``call_id`` is not a str.
-        """
+        ``""``), the oldest unanswered call of ``tool_name`` (``InvalidContent`` if no
+        such call is pending, or ``call_id`` is not a str)."""
         return run(write.add_tool_result(self._context, session_id, tool_name, output, call_id))
 
     async def aadd_tool_result(
@@ -341,11 +354,7 @@ class ConversationMemory:
         active entries in order. It never holds more than ``max_tokens``: when
         compression is behind, the oldest unpinned entries that do not fit are left
         out (still stored) and the first system message says how many.
-
-        Raises:
-            BudgetExceeded: pinned context alone is over ``max_tokens`` (lowered
-                since it was pinned).
-        """
+        ``BudgetExceeded`` if pinned context alone is over ``max_tokens``."""
         return run(read.messages(self._context, session_id))
 
     async def aget_messages(self, session_id: str) -> list[BaseMessage]:
@@ -461,12 +470,8 @@ class ConversationMemory:
     def track_access(self, session_id: str) -> SessionInfo:
         """Record an access without reading: ``last_accessed`` becomes now,
         ``access_count`` grows and the tier becomes ACTIVE (``tier_changed`` if it
-        was another). Returns the session as stored after the access.
-
-        Raises:
-            InvalidSessionId: for a malformed id.
-            SessionNotFound: for an unknown session (or one pruned meanwhile).
-        """
+        was another). Returns the session as stored after the access;
+        ``SessionNotFound`` for an unknown session (or one pruned meanwhile)."""
         return run(tiers.track(self._context, session_id))
 
     async def atrack_access(self, session_id: str) -> SessionInfo:
@@ -576,17 +581,10 @@ class ConversationMemory:
     ) -> str:
         """Store an exported session (a ``SessionState`` or its JSON), validated first
         (the doctor's structural rules, ``max_entry_chars``, what both backends can
-        store) and written all-or-nothing. Returns the session id.
-
-        Args:
-            overwrite: replace an existing session of that id atomically.
-            session_id: import under another id.
-
-        Raises:
-            ImportValidationError: for invalid input or an existing session.
-            StorageBusy: the session kept being created again by other writers
-                while the import ran (retry later).
-        """
+        store) and written all-or-nothing; ``overwrite`` replaces an existing session
+        of that id atomically, ``session_id`` imports under another id. Returns the
+        session id. ``ImportValidationError`` for invalid input or an existing
+        session; ``StorageBusy`` if other writers kept creating it meanwhile."""
         return run(transfer.import_session(self._context, state, overwrite, session_id))
 
     async def aimport_session(

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import threading
 import time
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -135,6 +137,21 @@ class FakeSummarizer(BaseChatModel):
         if answer is None:
             message = AIMessage(content="")
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        # Answering takes microseconds, far less than handing the call to a worker
+        # thread (what BaseChatModel does without this), except in the modes that
+        # block: those still run on a thread, so they never hold up the event loop.
+        answer = functools.partial(self._generate, messages, stop, None, **kwargs)
+        if self.mode == "sleep" or self.log_path:
+            return await asyncio.get_running_loop().run_in_executor(None, answer)
+        return answer()
 
 
 @dataclass

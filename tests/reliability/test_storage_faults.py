@@ -269,15 +269,23 @@ def test_fail_at_every_statement_of_schema_creation(
 
 
 @pytest.mark.parametrize("backend", ["postgres"])
-def test_connection_killed_mid_write(make_memory: MemoryFactory) -> None:
+@pytest.mark.parametrize(
+    "statement_start",
+    [
+        "UPDATE tiermem_session SET ",  # the reserve, sent on the driver connection
+        "WITH new AS (INSERT INTO tiermem_entry (",  # through Connection.exec_driver_sql
+    ],
+)
+def test_connection_killed_mid_write(make_memory: MemoryFactory, statement_start: str) -> None:
     """pg_terminate_backend during an append gives StorageUnavailable with nothing written;
-    the next call reconnects through the pool and works (T35 a)."""
+    the next call reconnects through the pool and works (T35 a), whichever way the
+    statement that finds the connection dead was sent."""
     memory = make_memory(config=CONFIG)
     memory.add_user_message("s", "first")
     before = canonical_dump(memory.engine)
 
     def kill_backend(conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if "INSERT INTO tiermem_entry (" not in statement:
+        if not statement.startswith(statement_start):
             return
         pid = conn.connection.driver_connection.info.backend_pid
         admin = pg_admin()

@@ -35,8 +35,10 @@ from .._storage.rows import SessionRecord
 from ..errors import (
     BudgetExceeded,
     ContextReadFailed,
+    InvalidArgument,
     InvalidContent,
     SessionNotFound,
+    StaleContext,
     TiermemError,
 )
 from ..signals import Pending
@@ -159,11 +161,13 @@ def _store(
     *,
     skip_existing: bool,
     with_window: bool,
+    expected_last_id: str | None = None,
 ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
     """Append in one transaction; with ``with_window`` also read what
     ``get_messages`` shows: in the same transaction when no compression
     follows, else in the compression's last commit (``None`` when that did not
-    happen: the caller reads after it)."""
+    happen: the caller reads after it). With ``expected_last_id``, append only if
+    the session's newest entry has that message id (else :class:`StaleContext`)."""
     validate_session_id(session_id)
     now = ctx.now()
 
@@ -195,16 +199,24 @@ def _store(
     ]:
         todo = list(prepared)
         reserved = _reserve(conn, todo) if todo else None
-        if reserved is not None and skip_existing:
+        if reserved is not None and (skip_existing or expected_last_id is not None):
             # Checked under the session's lock, which the reservation took: a retry
-            # racing the append it repeats finds that append's ids.
-            seen = store.existing_message_ids(
-                conn, reserved.pk, [e.message.id for e in todo if e.message.id]
-            )
+            # racing the append it repeats finds that append's ids, and no other
+            # append can come between the expected message and these.
+            ids = [e.message.id for e in todo if e.message.id] if skip_existing else []
+            newest = reserved.last_seq - len(todo)  # before this append's reservation
+            seen, newest_id = store.known_entries(conn, reserved.pk, ids, newest)
             if seen:
                 known = [e for e in todo if e.message.id and e.message.id in seen]
                 todo = [e for e in todo if not (e.message.id and e.message.id in seen)]
                 reserved = store.release(conn, reserved, known)
+            if todo and expected_last_id is not None and newest_id != expected_last_id:
+                # Raised inside the transaction: it rolls back, nothing is written.
+                raise StaleContext(
+                    f"session {session_id!r} changed since its context was read: its "
+                    f"newest message is {newest_id!r}, not {expected_last_id!r}; "
+                    "nothing was written"
+                )
         if reserved is None or not todo:
             if reserved is None:
                 session, woken = store.touch(conn, create(conn), now)
@@ -277,9 +289,17 @@ def add_messages(
     skip_existing: bool,
     *,
     with_window: bool = False,
+    expected_last_id: str | None = None,
 ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
-    """Store several messages in one transaction: all or none."""
+    """Store several messages in one transaction: all or none (``expected_last_id``:
+    see :func:`add_turn`)."""
     validate_session_id(session_id)
+    if expected_last_id is not None and not (
+        isinstance(expected_last_id, str) and expected_last_id
+    ):
+        raise InvalidArgument(
+            f"expected_last_id must be a non-empty str or None, got {expected_last_id!r}"
+        )
     messages = list(messages)
     ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
     if skip_existing and len(ids) > PRECHECK_IDS:
@@ -293,17 +313,38 @@ def add_messages(
     prepared = yield from _prepare_all(ctx, messages)
     return (
         yield from _store(
-            ctx, session_id, prepared, skip_existing=skip_existing, with_window=with_window
+            ctx,
+            session_id,
+            prepared,
+            skip_existing=skip_existing,
+            with_window=with_window,
+            expected_last_id=expected_last_id,
         )
     )
 
 
 def add_turn(
-    ctx: MemoryContext, session_id: str, messages: Sequence[BaseMessage], skip_existing: bool
+    ctx: MemoryContext,
+    session_id: str,
+    messages: Sequence[BaseMessage],
+    skip_existing: bool,
+    expected_last_id: str | None = None,
 ) -> Op[list[BaseMessage]]:
-    """Store a model turn and read the next context (``add_and_get_messages``)."""
+    """Store a model turn and read the next context (``add_and_get_messages``).
+
+    With ``expected_last_id`` the messages are appended only if the session's newest
+    stored message still has that id, checked under the session's lock: a caller
+    that answered from the context an earlier call returned (whose last message has
+    that id) never stores a turn another writer's append made stale. Otherwise
+    :class:`StaleContext` is raised and nothing is written. Messages that are all
+    stored already (``skip_existing``) are no append, and pass."""
     entries, window = yield from add_messages(
-        ctx, session_id, messages, skip_existing, with_window=True
+        ctx,
+        session_id,
+        messages,
+        skip_existing,
+        with_window=True,
+        expected_last_id=expected_last_id,
     )
     if window is None:  # a compression ran after the append: read what it left
         try:

@@ -1,22 +1,24 @@
-"""The hot statements, executed on the SQLite driver connection.
+"""The hot statements, executed on the driver connection.
 
-For a one-row ``UPDATE`` or a twenty-row ``SELECT`` on SQLite, SQLAlchemy's
-per-execution machinery (execution context, result object, row processing)
-costs several times what SQLite itself spends. The statements every turn runs
-are therefore compiled once per dialect into what that machinery would send
-anyway (the SQL string, the positional parameters and the type processors
-SQLAlchemy itself applies to them and to the result columns) and executed on
-the DB-API connection, inside the transaction the SQLAlchemy ``Connection``
-opened.
+For a one-row ``UPDATE`` or a twenty-row ``SELECT``, SQLAlchemy's per-execution
+machinery (execution context, result object, row processing) costs several times
+what SQLite itself spends, and on PostgreSQL, with several conversations per worker
+process on two cores, more than the driver and the round trip cost that process.
+The statements every turn runs are therefore compiled once per dialect into what
+that machinery would send anyway (the SQL string, the parameters and the type
+processors SQLAlchemy itself applies to them and to the result columns) and
+executed on the DB-API connection, inside the transaction the SQLAlchemy
+``Connection`` opened.
 
 Nothing else changes: the engine's ``before_cursor_execute`` and
 ``after_cursor_execute`` listeners are called with every statement (so
-instrumentation and fault injection see the same statements), and driver
-errors are raised as SQLAlchemy's ``DBAPIError``, as ``Connection.execute``
-raises them, for :meth:`tiermem._storage.database.Database.run` to translate. On PostgreSQL
-every statement goes through ``Connection.execute``: its disconnect detection
-invalidates the pool's dead connections, and there the network round trip, not
-Python, is the cost.
+instrumentation and fault injection see the same statements), driver errors are
+raised as SQLAlchemy's ``DBAPIError``, as ``Connection.execute`` raises them, for
+:meth:`tiermem._storage.database.Database.run` to translate. A connection that died
+under a statement is invalidated when its transaction's rollback fails on it, so the
+pool never hands it out again. A statement whose SQL SQLAlchemy completes only at
+execution (an expanding ``IN``, a literal rendered then) goes through
+``Connection.execute``.
 """
 
 from __future__ import annotations
@@ -38,13 +40,19 @@ Processor = Callable[[Any], Any] | None
 
 @dataclass(frozen=True, slots=True)
 class _Compiled:
-    """A statement as the SQLite driver gets it."""
+    """A statement as the driver gets it."""
 
     sql: str
-    params: tuple[tuple[str, Any, Processor], ...]
-    """Per ``?``: the parameter name, its literal value (if not passed) and its processor."""
+    params: tuple[tuple[str, str, Any, Processor], ...]
+    """Per parameter, in the order of the positional placeholders: its name, its name
+    in the SQL string, its literal value (if not passed) and its processor."""
+    positional: bool
+    """Whether the driver takes a sequence (``?``, SQLite) or a mapping (``%(name)s``)."""
     columns: tuple[str, ...]
     results: tuple[Processor, ...]
+    direct: bool
+    """Whether it can go to the driver as it is: its SQL string is final (no part of it
+    is rendered at execution) and its results' types are known without executing it."""
 
 
 _MISSING = object()
@@ -62,32 +70,43 @@ def _compile(
             dialect=dialect, column_keys=list(column_keys) if column_keys is not None else None
         ),
     )
-    names = compiled.positiontup or []
+    positional = compiled.positional
+    names = (compiled.positiontup or []) if positional else list(compiled.binds)
+    escaped: Mapping[str, str] = compiled.escaped_bind_names or {}
     params = []
     for name in names:
         bind = compiled.binds[name]
         literal = _MISSING if bind.required else bind.effective_value
         processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
-        params.append((name, literal, processor))
+        params.append((name, escaped.get(name, name), literal, processor))
     exported = getattr(statement, "exported_columns", ())
     columns = tuple(column.key for column in exported)
-    results = tuple(
-        column.type.dialect_impl(dialect).result_processor(dialect, None) for column in exported
-    )
-    return _Compiled(compiled.string, tuple(params), columns, results)
+    direct = not (compiled.literal_execute_params or compiled.post_compile_params)
+    try:
+        results = tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, None) for column in exported
+        )
+    except (exc.SQLAlchemyError, TypeError):
+        # A type whose conversion depends on the column's type as the server sends it
+        # (psycopg's numerics, which fail without it): SQLAlchemy reads that at
+        # execution, so it executes the statement.
+        results, direct = (), False
+    return _Compiled(compiled.string, tuple(params), positional, columns, results, direct)
 
 
-def _arguments(compiled: _Compiled, values: Mapping[str, Any]) -> tuple[Any, ...]:
+def _arguments(compiled: _Compiled, values: Mapping[str, Any]) -> Any:
     args = []
-    for name, literal, processor in compiled.params:
+    for name, _, literal, processor in compiled.params:
         value = values.get(name, literal)
         if value is _MISSING:
             raise exc.ArgumentError(f"no value for parameter {name!r}")
         args.append(processor(value) if processor is not None and value is not None else value)
-    return tuple(args)
+    if compiled.positional:
+        return tuple(args)
+    return {key: value for (_, key, _, _), value in zip(compiled.params, args, strict=True)}
 
 
-def execute_sql(conn: Connection, sql: str, args: Sequence[Any] = ()) -> Any:
+def execute_sql(conn: Connection, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
     """Run ``sql`` on the driver connection with the engine's statement listeners
     and SQLAlchemy's error wrapping; returns the DB-API cursor."""
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
@@ -107,16 +126,6 @@ def execute_sql(conn: Connection, sql: str, args: Sequence[Any] = ()) -> Any:
     return cursor
 
 
-def _run(
-    conn: Connection,
-    statement: Executable,
-    values: Mapping[str, Any],
-    column_keys: tuple[str, ...] | None,
-) -> tuple[_Compiled, Any]:
-    compiled = _compile(statement, conn.dialect, column_keys)
-    return compiled, execute_sql(conn, compiled.sql, _arguments(compiled, values))
-
-
 def _process(compiled: _Compiled, row: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(
         value if processor is None or value is None else processor(value)
@@ -132,10 +141,10 @@ def fetch_rows(
     column_keys: tuple[str, ...] | None = None,
 ) -> list[tuple[Any, ...]]:
     """The rows of ``statement`` as tuples, typed as SQLAlchemy would type them."""
-    if conn.dialect.name != "sqlite":
-        result = conn.execute(statement, dict(values))
-        return [tuple(row) for row in result]
-    compiled, cursor = _run(conn, statement, values, column_keys)
+    compiled = _compile(statement, conn.dialect, column_keys)
+    if not compiled.direct:
+        return [tuple(row) for row in conn.execute(statement, dict(values))]
+    cursor = execute_sql(conn, compiled.sql, _arguments(compiled, values))
     rows = cursor.fetchall()
     cursor.close()
     if not any(compiled.results):
@@ -151,8 +160,6 @@ def fetch(
     column_keys: tuple[str, ...] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows of ``statement`` as dicts keyed by column name."""
-    if conn.dialect.name != "sqlite":
-        return [dict(row) for row in conn.execute(statement, dict(values)).mappings()]
     columns = _compile(statement, conn.dialect, column_keys).columns
     return [
         dict(zip(columns, row, strict=True))
@@ -180,9 +187,10 @@ def write(
     column_keys: tuple[str, ...] | None = None,
 ) -> int:
     """Run a statement that returns no rows; returns the driver's row count."""
-    if conn.dialect.name != "sqlite":
+    compiled = _compile(statement, conn.dialect, column_keys)
+    if not compiled.direct:
         return int(conn.execute(statement, dict(values)).rowcount)
-    _, cursor = _run(conn, statement, values, column_keys)
+    cursor = execute_sql(conn, compiled.sql, _arguments(compiled, values))
     count = int(cursor.rowcount)
     cursor.close()
     return count

@@ -32,7 +32,8 @@ from ..tiers import MemoryTier
 from . import _fast, fts
 from .document_filters import FILTER_OPERATORS, filter_clause
 from .document_schema import DOCUMENT_INDEX, document_table
-from .tiers import Cutoffs, among, delete_locked, ids_type, ids_value, in_ids
+from .statements import ids_type, ids_value, in_ids
+from .tiers import Cutoffs, among, delete_locked
 
 __all__ = [
     "FILTER_OPERATORS",

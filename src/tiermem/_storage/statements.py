@@ -6,9 +6,13 @@ statements every turn runs are built once here, with bound parameters.
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from ..tiers import MemoryTier
 from .schema import entry_table, session_table, summary_table
@@ -158,10 +162,46 @@ RELEASE = (
     .returning(session_table)
 )
 
-#: Which of the message ids :ids (as stored) session :pk holds.
-SELECT_MESSAGE_IDS = sa.select(E.message_id).where(
-    E.session_pk == sa.bindparam("pk_"), E.message_id.in_(sa.bindparam("ids", expanding=True))
-)
+
+def ids_type(
+    dialect: str, item: sa.types.TypeEngine[Any] | None = None
+) -> sa.types.TypeEngine[Any]:
+    """The type of a parameter holding many ids (integers, or ``item``): an array on
+    PostgreSQL, a JSON array (text) on SQLite."""
+    if dialect == "postgresql":
+        return postgresql.ARRAY(item if item is not None else sa.Integer())
+    return sa.Text()
+
+
+def ids_value(dialect: str, ids: Sequence[Any]) -> Any:
+    """``ids`` as a parameter of :func:`ids_type` takes them."""
+    return list(ids) if dialect == "postgresql" else json.dumps(list(ids))
+
+
+def in_ids(
+    dialect: str, column: sa.ColumnElement[Any], ids: sa.BindParameter[Any]
+) -> sa.ColumnElement[bool]:
+    """``column IN ids``, ``ids`` one parameter of :func:`ids_type`, however many ids
+    it holds: expanding thousands of placeholders per statement would cost more than
+    the statement, and a prebuilt statement keeps one parameter."""
+    if dialect == "postgresql":
+        return column == sa.any_(ids)
+    values = sa.func.json_each(ids).table_valued("value")
+    return column.in_(sa.select(values.c.value))
+
+
+@functools.cache
+def select_known_entries(dialect: str) -> sa.Select[Any]:
+    """Seq and message id of the entries of session :pk whose message id is among
+    :ids (as stored, one parameter: :func:`ids_value`) or whose seq is :seq: what an
+    append checks under the session's lock (resent messages, and whether the
+    session's newest message is still the one its caller expects)."""
+    ids = sa.bindparam("ids", type_=ids_type(dialect, sa.Text()))
+    return sa.select(E.seq, E.message_id).where(
+        E.session_pk == sa.bindparam("pk_"),
+        sa.or_(E.seq == sa.bindparam("seq"), in_ids(dialect, E.message_id, ids)),
+    )
+
 
 #: Replace the pending tool calls of session :pk.
 SET_PENDING = (

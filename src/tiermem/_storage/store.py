@@ -398,13 +398,19 @@ def stored_message_ids(
     return {load_text(value) for value in conn.execute(query).scalars() if value is not None}
 
 
-def existing_message_ids(conn: Connection, pk: int, ids: Sequence[str]) -> set[str]:
-    """Which of ``ids`` are stored in the session already."""
-    if not ids:
-        return set()
-    stored = [store_text(value) for value in ids]
-    found = conn.execute(_sql.SELECT_MESSAGE_IDS, {"pk_": pk, "ids": stored}).scalars()
-    return {load_text(value) for value in found if value is not None}
+def known_entries(
+    conn: Connection, pk: int, ids: Sequence[str], seq: int
+) -> tuple[set[str], str | None]:
+    """Which of ``ids`` session ``pk`` holds already, and the message id of its entry
+    ``seq`` (``None`` when it has none or no such entry): one statement."""
+    dialect = conn.dialect.name
+    stored = _sql.ids_value(dialect, [store_text(value) for value in ids])
+    rows = _driver.fetch_rows(
+        conn, _sql.select_known_entries(dialect), {"pk_": pk, "ids": stored, "seq": seq}
+    )
+    known = {load_text(message_id) for _, message_id in rows if message_id is not None}
+    at_seq = next((message_id for row_seq, message_id in rows if row_seq == seq), None)
+    return known & set(ids), None if at_seq is None else load_text(at_seq)
 
 
 def entry_from_row(

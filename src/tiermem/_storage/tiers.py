@@ -8,13 +8,11 @@ Times are datetimes (the memory's clock) or SQL on the server's ``now()``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Row
 
 from ..errors import StorageBusy
@@ -24,6 +22,7 @@ from . import failpoints as _failpoints
 from .layer_schema import in_project, item_table
 from .rows import SessionRecord
 from .schema import entry_table, session_table, summary_table
+from .statements import ids_type, ids_value, in_ids
 from .store import session_info
 
 __all__ = [
@@ -163,29 +162,6 @@ def count_expired(conn: Connection, *, project: str, cutoff: Any) -> int:
     """How many sessions of ``project`` were last accessed before ``cutoff``."""
     query = sa.select(sa.func.count()).where(S.project == project, S.last_accessed < cutoff)
     return int(conn.execute(query).scalar_one())
-
-
-def ids_type(dialect: str) -> sa.types.TypeEngine[Any]:
-    """The type of a parameter holding many ids: an array on PostgreSQL, a JSON
-    array (text) on SQLite."""
-    return postgresql.ARRAY(sa.Integer) if dialect == "postgresql" else sa.Text()
-
-
-def ids_value(dialect: str, ids: Sequence[int]) -> Any:
-    """``ids`` as a parameter of :func:`ids_type` takes them."""
-    return list(ids) if dialect == "postgresql" else json.dumps(list(ids))
-
-
-def in_ids(
-    dialect: str, column: sa.ColumnElement[int], ids: sa.BindParameter[Any]
-) -> sa.ColumnElement[bool]:
-    """``column IN ids``, ``ids`` one parameter of :func:`ids_type`, however many ids
-    it holds: expanding thousands of placeholders per statement would cost more than
-    the statement, and a prebuilt statement keeps one parameter."""
-    if dialect == "postgresql":
-        return column == sa.any_(ids)
-    values = sa.func.json_each(ids).table_valued("value")
-    return column.in_(sa.select(values.c.value))
 
 
 def among(
