@@ -9,12 +9,18 @@ and ``langgraph-checkpoint-postgres``. No API key: a deterministic fake chat mod
 ``{"reply": ..., "context": [...], "context_tokens": ..., "compressed": ...}``: the
 context is what the model was handed for this turn, within the token budget.
 
-How the tiermem backend works (direct calls, no agent middleware): each turn reads
-the stored context with ``aget_messages``, hands it plus the user's message to the
-model, then stores the user's message and the reply together with
-``aadd_messages(session, [user, reply], skip_existing=True)``: one write transaction,
-so a turn is stored whole or not at all, compressing afterwards when the session went
-over budget. The memory's budget is the model's budget less a reserve for the
+How the tiermem backend works (direct calls, no agent middleware): a conversation's
+first turn on a worker reads the stored context with ``aget_messages``; the model
+gets it plus the user's message; then the user's message and the reply are stored
+together, and the next context read back, with ``aadd_and_get_messages(session,
+[user, reply], skip_existing=True, expected_last_id=...)``: one transaction, so a turn
+is stored whole or not at all, compressing afterwards when the session went over
+budget. The worker keeps that context and answers the conversation's next turn from
+it, with no read: ``expected_last_id`` (the kept context's last message) makes the
+write fail with ``StaleContext``, writing nothing, if another worker appended to the
+conversation meanwhile, and the worker then reads the context again and answers
+anew. A client's connection stays with one worker, so in steady state a turn is one
+transaction. The memory's budget is the model's budget less a reserve for the
 incoming message, so the context handed to the model always fits. The message ids
 derive from the client's ``message_id``: a client that retries a turn it got no
 answer for (a worker killed mid-request) never stores it twice, since the write skips
@@ -58,7 +64,7 @@ import signal
 import socket
 import sys
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -77,6 +83,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tiermem import ConversationMemory, MemoryConfig, TokenCounter
+from tiermem.errors import ContextReadFailed, StaleContext
 from tiermem.feed import ChangeEvent
 from tiermem.testing import FakeSummarizer
 
@@ -195,6 +202,10 @@ class MessageTooLong(ValueError):
 class TiermemBackend:
     """Memory by direct calls to tiermem's async API (see the module docstring)."""
 
+    #: Contexts kept per worker, for this many conversations (the least recently
+    #: answered go first).
+    CACHED_CONVERSATIONS = 10_000
+
     def __init__(self, settings: Settings) -> None:
         config = MemoryConfig(
             max_tokens=settings.max_tokens - MESSAGE_RESERVE,
@@ -211,6 +222,10 @@ class TiermemBackend:
         # whether this turn compressed.
         self.compressions: Counter[str] = Counter()
         self.memory.on("compressed", self._count)
+        # The context each conversation's last turn here returned: the next turn is
+        # answered from it and stored only if nobody appended since.
+        self.contexts: OrderedDict[str, list[BaseMessage]] = OrderedDict()
+        self.stale = 0
 
     def _count(self, sender: object, *, session_id: str, **kwargs: Any) -> None:
         self.compressions[session_id] += 1
@@ -236,21 +251,54 @@ class TiermemBackend:
         if self.counts.message(user) > MESSAGE_RESERVE:
             raise MessageTooLong(f"a message may have at most {MESSAGE_RESERVE} tokens")
         reply_id = f"{message_id}:ai"
+        cached = self.contexts.get(session_id)
+        if cached:
+            if cached[-1].id == reply_id:  # a retry of a turn stored here
+                return self._replay(cached)
+            try:
+                return await self._answer(session_id, cached, user, reply_id, cached[-1].id)
+            except StaleContext:  # another worker answered meanwhile: read again
+                self.stale += 1
         stored = await self.memory.aget_messages(session_id)
         if stored and stored[-1].id == reply_id:  # a retry of a turn stored whole
-            context = stored[:-1]
-            return TurnResult(
-                reply=str(stored[-1].content),
-                context=context,
-                context_tokens=self.counts.messages(context),
-                compressed=False,
-                replayed=True,
-            )
+            return self._replay(stored)
+        return await self._answer(session_id, stored, user, reply_id, None)
+
+    def _replay(self, stored: list[BaseMessage]) -> TurnResult:
+        context = stored[:-1]
+        return TurnResult(
+            reply=str(stored[-1].content),
+            context=context,
+            context_tokens=self.counts.messages(context),
+            compressed=False,
+            replayed=True,
+        )
+
+    async def _answer(
+        self,
+        session_id: str,
+        stored: list[BaseMessage],
+        user: HumanMessage,
+        reply_id: str,
+        expected: str | None,
+    ) -> TurnResult:
+        """Answer from ``stored`` and store the turn with the next context, in one
+        transaction (``expected``: the id the session's newest message must have)."""
         context = [*stored, user]
         answer = await self.model.ainvoke(context)
         reply = AIMessage(answer.content, id=reply_id)
         before = self.compressions[session_id]
-        await self.memory.aadd_messages(session_id, [user, reply], skip_existing=True)
+        self.contexts.pop(session_id, None)
+        try:
+            following = await self.memory.aadd_and_get_messages(
+                session_id, [user, reply], skip_existing=True, expected_last_id=expected
+            )
+        except ContextReadFailed:  # the turn is stored; the next one reads
+            pass
+        else:
+            self.contexts[session_id] = following
+            if len(self.contexts) > self.CACHED_CONVERSATIONS:
+                self.contexts.popitem(last=False)
         return TurnResult(
             reply=str(reply.content),
             context=context,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import itertools
 import json
 import sys
 from collections import Counter
@@ -49,9 +50,12 @@ def fixture_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
 
 
 @contextlib.asynccontextmanager
-async def _client(service: ModuleType, settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of the app, its lifespan running."""
-    app = service.create_app(settings)
+async def _client(
+    service: ModuleType, settings: Any, backend: Any = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the app (on ``backend``, default the settings' own), its lifespan
+    running."""
+    app = service.create_app(settings, backend)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -89,6 +93,51 @@ async def test_turns_are_stored_once_and_the_context_fits(service: ModuleType, u
         assert set(ids) == expected and set(ids.values()) == {1}
         assert mem.get_stats("s1").summaries >= 1
         check_invariants(mem)
+
+
+async def test_a_worker_answers_its_conversations_from_the_context_it_kept(
+    service: ModuleType, url: str
+) -> None:
+    """After a conversation's first turn a worker reads no context: each turn is
+    answered from the context the previous turn's write returned, and stored with
+    the next one in one call."""
+    settings = service.Settings(url=url, project="t", max_tokens=BUDGET)
+    backend = service.TiermemBackend(settings)
+    reads = 0
+    read = backend.memory.aget_messages
+
+    async def counted(session_id: str) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read(session_id)
+
+    backend.memory.aget_messages = counted
+    async with _client(service, settings, backend) as client:
+        answers = [await _post(client, turn) for turn in range(8)]
+    assert reads == 1
+    assert all(a["context"][-2]["content"] == b["reply"] for b, a in itertools.pairwise(answers))
+
+
+async def test_a_conversation_moving_between_workers_is_never_answered_stale(
+    service: ModuleType, url: str
+) -> None:
+    """Two workers (two apps on one database) take turns of one conversation: a
+    worker whose kept context went stale (the other answered since) reads again, so
+    every turn is answered with the turn before it in its context, and each turn is
+    stored once."""
+    settings = service.Settings(url=url, project="t", max_tokens=BUDGET)
+    workers = [service.TiermemBackend(settings), service.TiermemBackend(settings)]
+    async with (
+        _client(service, settings, workers[0]) as first,
+        _client(service, settings, workers[1]) as second,
+    ):
+        answers = [await _post((first, second)[turn % 2], turn) for turn in range(8)]
+    for before, after in itertools.pairwise(answers):
+        assert after["context"][-2]["content"] == before["reply"]
+    assert workers[0].stale + workers[1].stale == 6  # every turn after the first two
+    with ConversationMemory(url, project="t") as mem:
+        ids = Counter(entry.message.id for entry in mem.get_entries("s1"))
+        assert set(ids.values()) == {1} and len(ids) == 16
 
 
 async def test_bad_requests_are_refused(service: ModuleType, tmp_path: Path) -> None:
