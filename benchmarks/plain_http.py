@@ -54,6 +54,10 @@ class HttpConnection:
         return status, json.loads(data) if data else None
 
     async def _exchange(self, request: bytes) -> tuple[int, bytes]:
+        if self._streams is not None and self._streams[0].at_eof():
+            # The server closed the idle connection (its keep-alive timeout): a new
+            # one, as every HTTP client does, rather than a request sent into it.
+            await self.aclose()
         if self._streams is None:
             self._streams = await asyncio.open_connection(self.host, self.port)
         reader, writer = self._streams

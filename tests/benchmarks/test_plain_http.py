@@ -38,6 +38,7 @@ class Server:
                     return
                 if body.get("do") == "stall":
                     await asyncio.sleep(30)
+                idle_close = body.get("do") == "idle-close"
                 close = body.get("do") == "close"
                 data = json.dumps({"echo": body}).encode()
                 headers = f"HTTP/1.1 201 Created\r\nContent-Length: {len(data)}\r\n"
@@ -45,6 +46,10 @@ class Server:
                 writer.write(headers.encode() + b"\r\n" + data)
                 await writer.drain()
                 if close:
+                    writer.close()
+                    return
+                if idle_close:  # as a keep-alive timeout does, after answering
+                    await asyncio.sleep(0.05)
                     writer.close()
                     return
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -100,6 +105,19 @@ async def test_an_answer_with_connection_close_ends_the_connection(server: Serve
     client = HttpConnection("127.0.0.1", server.port, timeout=5)
     assert (await client.post_json("/chat", {"do": "close"}))[0] == 201
     assert (await client.post_json("/chat", {"n": 2}))[0] == 201
+    await client.aclose()
+    assert server.connections == 2
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_an_error(
+    server: Server,
+) -> None:
+    """A kept-alive connection the server closed after answering (its keep-alive
+    timeout) is replaced before the next request, which is answered, not failed."""
+    client = HttpConnection("127.0.0.1", server.port, timeout=5)
+    assert (await client.post_json("/chat", {"do": "idle-close"}))[0] == 201
+    await asyncio.sleep(0.2)  # the server has closed it meanwhile
+    assert await client.post_json("/chat", {"n": 4}) == (201, {"echo": {"n": 4}})
     await client.aclose()
     assert server.connections == 2
 
