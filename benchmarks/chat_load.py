@@ -671,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_row(result))
     print()
     for result in results:
-        print(f"{result.scenario:<22}turns per worker: {result.turns_per_worker}")
+        print(f"{result.scenario:<24}turns per worker: {result.turns_per_worker}")
     followed = [r for r in results if r.feed is not None]
     if followed:
         print(
