@@ -97,11 +97,6 @@ class EntryRecord:
     meta: str
     summary_id: int | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> EntryRecord:
-        """The record of a row with exactly the table's columns, keyed by name."""
-        return cls(**row)
-
 
 @dataclass(frozen=True, slots=True)
 class ItemRecord:
