@@ -13,19 +13,21 @@ How the tiermem backend works (direct calls, no agent middleware): a conversatio
 first turn on a worker reads the stored context with ``aget_messages``; the model
 gets it plus the user's message; then the user's message and the reply are stored
 together, and the next context read back, with ``aadd_and_get_messages(session,
-[user, reply], skip_existing=True, expected_last_id=...)``: one transaction, so a turn
-is stored whole or not at all, compressing afterwards when the session went over
-budget. The worker keeps that context and answers the conversation's next turn from
-it, with no read: ``expected_last_id`` (the kept context's last message) makes the
-write fail with ``StaleContext``, writing nothing, if another worker appended to the
-conversation meanwhile, and the worker then reads the context again and answers
-anew. A client's connection stays with one worker, so in steady state a turn is one
-transaction. The memory's budget is the model's budget less a reserve for the
-incoming message, so the context handed to the model always fits. The message ids
-derive from the client's ``message_id``: a client that retries a turn it got no
-answer for (a worker killed mid-request) never stores it twice, since the write skips
-ids already stored (checked under the session's lock), and a retry of a turn whose
-answer was stored gets that answer again without calling the model.
+[user, reply], ...)``: one transaction, so a turn is stored whole or not at all,
+compressing afterwards when the session went over budget. The worker keeps that
+context and answers the conversation's next turn from it, with no read:
+``expected_last_id`` (the kept context's last message) makes the write fail with
+``StaleContext``, writing nothing, if another worker appended to the conversation
+meanwhile, and the worker then reads the context again and answers anew. A client's
+connection stays with one worker, so in steady state a turn is one transaction. The
+memory's budget is the model's budget less a reserve for the incoming message, so
+the context handed to the model always fits. The message ids derive from the
+client's ``message_id``: a client that retries a turn it got no answer for (a worker
+killed mid-request) never stores it twice. A write from a freshly read context skips
+ids already stored (``skip_existing``, checked under the session's lock); a write
+from a kept context fails with ``StaleContext`` when the retried turn was stored
+meanwhile, since the session moved past that context. Either way a retry of a turn
+whose answer was stored gets that answer again without calling the model.
 
 The reference (``--backend langgraph``) keeps memory with LangGraph's durable stack:
 ``langchain.agents.create_agent`` with ``SummarizationMiddleware`` (the same budget as
@@ -290,8 +292,15 @@ class TiermemBackend:
         before = self.compressions[session_id]
         self.contexts.pop(session_id, None)
         try:
+            # From a kept context, a turn stored meanwhile (a retry whose first answer
+            # was lost) moved the session past ``expected``: StaleContext, and the
+            # read below finds it stored. Skipping its ids instead would pass the
+            # check and answer it anew.
             following = await self.memory.aadd_and_get_messages(
-                session_id, [user, reply], skip_existing=True, expected_last_id=expected
+                session_id,
+                [user, reply],
+                skip_existing=expected is None,
+                expected_last_id=expected,
             )
         except ContextReadFailed:  # the turn is stored; the next one reads
             pass

@@ -140,6 +140,28 @@ async def test_a_conversation_moving_between_workers_is_never_answered_stale(
         assert set(ids.values()) == {1} and len(ids) == 16
 
 
+async def test_a_retry_stored_by_another_worker_is_replayed_from_storage(
+    service: ModuleType, url: str
+) -> None:
+    """A turn stored by another worker (its answer lost), retried on a worker that
+    kept an older context of the conversation, is answered from storage: the stored
+    reply, marked replayed, and nothing stored again."""
+    settings = service.Settings(url=url, project="t", max_tokens=BUDGET)
+    first, second = service.TiermemBackend(settings), service.TiermemBackend(settings)
+    async with (
+        _client(service, settings, first) as kept,
+        _client(service, settings, second) as other,
+    ):
+        for turn in range(2):
+            await _post(kept, turn)
+        stored = await _post(other, 2)
+        retried = await _post(kept, 2)
+    assert retried["replayed"] and retried["reply"] == stored["reply"]
+    with ConversationMemory(url, project="t") as mem:
+        ids = Counter(entry.message.id for entry in mem.get_entries("s1"))
+        assert set(ids.values()) == {1} and len(ids) == 6
+
+
 async def test_bad_requests_are_refused(service: ModuleType, tmp_path: Path) -> None:
     """A body without a message is a 400, a message over the reserve a 413; neither stores."""
     url = f"sqlite:///{tmp_path / 'x.db'}"
