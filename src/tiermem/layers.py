@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from ._core.runner import arun, run
@@ -63,6 +63,7 @@ __all__ = [
     "LayerStats",
     "LayerType",
     "LayeredMemory",
+    "forget_scopes",
     "Rule",
     "prune_expired_items",
     "recalculate_item_tiers",
@@ -114,6 +115,17 @@ class LayeredMemory:
     @max_working_entries.setter
     def max_working_entries(self, value: int) -> None:
         self._state.working.max_entries = value
+
+    def erased(self, context: MemoryContext) -> None:
+        """After ``forget`` erased this scope of ``context``'s project: when that is
+        this scope's project and database, empty the working memory and drop the
+        cached key of the deleted scope row (the next write makes a new row)."""
+        mine = self._state.context
+        if mine.project == context.project and (
+            mine.database.engine.url == context.database.engine.url
+        ):
+            self._state.pk = None
+            self._state.working.clear()
 
     # ------------------------------------------------------------------ writing
 
@@ -306,6 +318,24 @@ class LayerRegistry:
             elif max_working_entries is not None:
                 layered.max_working_entries = max_working_entries
             return layered
+
+    def erased(self, context: MemoryContext, scopes: Iterable[str]) -> None:
+        """Tell the :class:`LayeredMemory` of each of ``scopes`` that ``forget`` erased
+        it in ``context``'s project (see :meth:`LayeredMemory.erased`)."""
+        with self._lock:
+            found = [self._scopes[name] for name in scopes if name in self._scopes]
+        for layered in found:
+            layered.erased(context)
+
+
+def forget_scopes(context: MemoryContext, scopes: Iterable[str]) -> None:
+    """After ``forget`` erased ``scopes`` of ``context``'s project: the layers of
+    those scopes of every memory of this process on that database forget what
+    they hold in the process (working memory, the deleted scope row's key).
+    Other processes keep theirs until they end (``docs/reliability.md``)."""
+    names = list(scopes)
+    for registry in list(_REGISTRIES):
+        registry.erased(context, names)
 
 
 #: Every registry, so that a forked child can give each a new lock.

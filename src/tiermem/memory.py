@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
-from . import signals
+from . import forgetting, signals
 from ._compression.policy import SummarizerLike
 from ._compression.summarizer import make_summarizer
 from ._core.clock import utc_now
@@ -340,14 +340,9 @@ class ConversationMemory:
         """Async :meth:`add_context`."""
         return await arun(write.add_context(self._context, session_id, content, source, pinned))
 
-    def clear_session(self, session_id: str) -> int:
-        """Delete a session with its entries and summaries; returns the number of
-        entries removed (0 for an unknown session)."""
-        return run(write.clear(self._context, session_id))
-
-    async def aclear_session(self, session_id: str) -> int:
-        """Async :meth:`clear_session`."""
-        return await arun(write.clear(self._context, session_id))
+    # Deleting: clear_session and forget (a person's data), in tiermem.forgetting.
+    clear_session, aclear_session = forgetting.clear_session, forgetting.aclear_session
+    forget, aforget = forgetting.forget, forgetting.aforget
 
     def get_messages(self, session_id: str) -> list[BaseMessage]:
         """The context for a model: the summaries as one system message, then the

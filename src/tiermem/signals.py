@@ -15,6 +15,9 @@ Signals and their keyword arguments:
 * ``tier_changed``: ``session_ids`` (tuple of str), ``tier`` (str), ``project`` (str).
 * ``pruned``: ``session_ids`` (tuple of str), ``item_ids`` (tuple of int: layer
   items), ``project`` (str); one batch's sessions or items, the other tuple empty.
+* ``forgotten``: ``project`` (str), ``result`` (:class:`~tiermem.types.ForgetResult`:
+  what ``forget`` erased, with the ids it found; the signal is not stored, and the
+  change-feed event of an erasure holds its counts only).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "connect",
     "compression_failed",
     "entry_added",
+    "forgotten",
     "pruned",
     "send",
     "send_async",
@@ -55,6 +59,9 @@ compression_failed = _signals.signal(
 session_cleared = _signals.signal("session:cleared", doc="A session was cleared.")
 tier_changed = _signals.signal("tier_changed", doc="Sessions moved to another tier.")
 pruned = _signals.signal("pruned", doc="Expired sessions or layer items were deleted.")
+forgotten = _signals.signal(
+    "forgotten", doc="A person's sessions, scopes or documents were erased."
+)
 
 SIGNAL_NAMES = tuple(_signals)
 

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_DURATION_SECONDS",
     "CompressionResult",
     "EntryType",
+    "ForgetResult",
     "LoadedSession",
     "MemoryConfig",
     "MemoryEntry",
@@ -328,3 +329,56 @@ class LoadedSession:
 
     session: SessionInfo
     tier: MemoryTier
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetResult:
+    """What :meth:`ConversationMemory.forget` erased (with ``dry_run``: would erase).
+
+    Attributes:
+        sessions: the ids of the sessions found (of those named), in order.
+        scopes: the layer scopes found, in order.
+        namespaces: the namespace prefixes given that held documents.
+        entries / summaries / entry_vectors: rows of those sessions.
+        layer_items / item_vectors: episodic, semantic and procedural items of
+            those scopes and their vectors (working memory is not stored: the
+            process's own is emptied).
+        documents: stored JSON documents under those namespaces.
+        events: change-feed events that named those sessions, scopes or namespaces.
+        rows: rows per table, every table the erasure touches (tables added to
+            the session cascade later included).
+        dry_run: nothing was deleted; the counts are what would be.
+        scrubbed: after the commit, the database files were cleared too (SQLite:
+            the WAL checkpointed and truncated; see ``docs/reliability.md``);
+            ``False`` for a dry run, or when a reader kept the WAL busy.
+    """
+
+    sessions: tuple[str, ...]
+    scopes: tuple[str, ...]
+    namespaces: tuple[tuple[str, ...], ...]
+    entries: int
+    summaries: int
+    entry_vectors: int
+    layer_items: int
+    item_vectors: int
+    documents: int
+    events: int
+    rows: tuple[tuple[str, int], ...]
+    dry_run: bool
+    scrubbed: bool
+
+    def counts(self) -> dict[str, int]:
+        """How many of each kind: sessions, scopes, namespaces, entries, summaries,
+        entry_vectors, layer_items, item_vectors, documents, events (no names)."""
+        return {
+            "sessions": len(self.sessions),
+            "scopes": len(self.scopes),
+            "namespaces": len(self.namespaces),
+            "entries": self.entries,
+            "summaries": self.summaries,
+            "entry_vectors": self.entry_vectors,
+            "layer_items": self.layer_items,
+            "item_vectors": self.item_vectors,
+            "documents": self.documents,
+            "events": self.events,
+        }

@@ -158,6 +158,8 @@ def _events(name: str, kwargs: dict[str, Any], content: bool) -> Iterator[events
         tier = _dump({"tier": kwargs["tier"]})
         for session_id in kwargs["session_ids"]:
             yield events.NewEvent(name, session_id, tier)
+    elif name == "forgotten":  # counts only: an erasure's event names nobody
+        yield events.NewEvent(name, None, _dump(kwargs["result"].counts()))
     elif name == "pruned":
         for session_id in kwargs["session_ids"]:
             yield events.NewEvent(name, session_id, "{}")

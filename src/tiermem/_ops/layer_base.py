@@ -194,7 +194,7 @@ class LayerScope:
         name: the scope's name inside the memory's project.
         working: the scope's working memory (in this process).
         pk: the key of the scope's row, once a committed transaction has read or
-            made it (scope rows are never deleted, so it stays valid).
+            made it (only ``forget`` deletes scope rows, and then resets it).
     """
 
     context: MemoryContext

@@ -28,8 +28,8 @@ from .._core.messages import (
     validate_session_id,
 )
 from .._core.runner import Op, compute
+from .._storage import cascade, store
 from .._storage import failpoints as _failpoints
-from .._storage import store
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
 from ..errors import (
@@ -434,7 +434,7 @@ def clear(ctx: MemoryContext, session_id: str) -> Op[int]:
             session = store.get_session(conn, ctx.project, session_id)
         except SessionNotFound:
             return 0, []
-        store.delete_sessions(conn, [session.pk])
+        cascade.delete_sessions(conn, [session.pk])
         removed = session.entry_count
         return removed, [
             ("session:cleared", {"session_id": session_id, "entries_removed": removed})

@@ -15,8 +15,8 @@ from .._core.messages import render_text, store_text
 from ..errors import ImportValidationError, SessionNotFound, StorageBusy
 from ..state import SessionState
 from ..tiers import MemoryTier, calculate_tier
+from . import cascade, fts, store, summaries
 from . import failpoints as _failpoints
-from . import fts, store, summaries
 from .schema import dialect_insert, entry_table, session_table
 
 __all__ = ["ImportPlan"]
@@ -138,7 +138,7 @@ class ImportPlan:
                         f"session {self.session_id!r} exists; pass overwrite=True to replace it",
                         path="$.session_id",
                     )
-                store.delete_sessions(conn, [existing.pk])
+                cascade.delete_sessions(conn, [existing.pk])
             pk = conn.execute(
                 dialect_insert(conn, session_table)
                 .values(

@@ -1,8 +1,8 @@
 """Tables of the memory layers (episodic, semantic, procedural); working memory is
 in-process and has none.
 
-* ``tiermem_layer_scope``: one row per (project, scope); never deleted, so its
-  ``pk`` can be cached by every process.
+* ``tiermem_layer_scope``: one row per (project, scope); deleted only by
+  ``forget`` (which erases the scope), so its ``pk`` can be cached by every process.
 * ``tiermem_layer_item``: one row per item, with the access-tier columns of a
   session (``memory_tier``, ``last_accessed``, ``access_count``, indexed).
   ``item_key`` is a semantic item's key (unique per scope) or a procedural

@@ -198,16 +198,6 @@ def list_sessions(
     return [session_info(SessionRecord.from_row(row)) for row in conn.execute(query).mappings()]
 
 
-def delete_sessions(conn: Connection, session_pks: sa.ColumnElement[bool] | Sequence[int]) -> None:
-    """Delete sessions with their entries and summaries (children first)."""
-    where = S.pk.in_(session_pks) if isinstance(session_pks, Sequence) else session_pks
-    pks = sa.select(S.pk).where(where).scalar_subquery()
-    conn.execute(sa.delete(entry_table).where(E.session_pk.in_(pks)))
-    conn.execute(sa.update(summary_table).where(M.session_pk.in_(pks)).values(parent_id=None))
-    conn.execute(sa.delete(summary_table).where(M.session_pk.in_(pks)))
-    conn.execute(sa.delete(session_table).where(where))
-
-
 # --------------------------------------------------------------------------- entries
 
 

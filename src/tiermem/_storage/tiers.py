@@ -19,6 +19,7 @@ from ..errors import StorageBusy
 from ..tiers import MemoryTier, TierPolicy
 from ..types import LoadedSession, SessionInfo
 from . import failpoints as _failpoints
+from .cascade import delete_sessions
 from .layer_schema import in_project, item_table
 from .rows import SessionRecord
 from .schema import entry_table, session_table, summary_table
@@ -227,15 +228,8 @@ def prune_batch(
     ).all()
     doomed = [row.pk for row in rows]
     if doomed:
-        conn.execute(sa.delete(entry_table).where(among(conn, E.session_pk, doomed)))
-        conn.execute(
-            sa.update(summary_table).where(among(conn, M.session_pk, doomed)).values(parent_id=None)
-        )
-        conn.execute(sa.delete(summary_table).where(among(conn, M.session_pk, doomed)))
-        deleted = conn.execute(
-            sa.delete(session_table).where(among(conn, S.pk, doomed), S.last_accessed < cutoff)
-        ).rowcount
-        if deleted != len(doomed):
+        deleted = delete_sessions(conn, doomed, still=S.last_accessed < cutoff)
+        if deleted[session_table.name] != len(doomed):
             raise StorageBusy("sessions were accessed while being pruned; nothing was deleted")
     return tuple(row.session_id for row in rows)
 
