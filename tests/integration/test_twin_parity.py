@@ -123,6 +123,12 @@ def layered(memory: ConversationMemory, _clock: ManualClock) -> None:
     layers.add_rule("user asks about weather", "check the forecast")
 
 
+def person(memory: ConversationMemory, clock: ManualClock) -> None:
+    """Session "s" and items in every layer of the parity scope."""
+    conversation(memory, clock)
+    layered(memory, clock)
+
+
 # --------------------------------------------------------------------------- inputs
 
 STATE = Lazy(lambda memory: memory.export_session("s"))
@@ -202,6 +208,18 @@ SPECS: dict[str, Spec] = {
     ),
     "memory.clear_session": Spec(
         [call("s"), call("s"), call("unknown"), call("")], setup=conversation
+    ),
+    "memory.forget": Spec(
+        [
+            call(sessions=["s"], scopes=[SCOPE], dry_run=True),
+            call(sessions=["s", "unknown"], scopes=[SCOPE], namespaces=[("users", "s")]),
+            call(sessions=["s"]),
+            call(),
+            call(sessions="s"),
+            call(namespaces=[("a.b",)]),
+            call(scopes=[" padded "]),
+        ],
+        setup=person,
     ),
     "memory.close": Spec([call()], setup=conversation),
     "memory.compress": Spec(

@@ -153,6 +153,9 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout = 30000")
     cursor.execute("PRAGMA foreign_keys = ON")
+    # What is deleted or overwritten is zeroed in the file, not left in free space, so
+    # ``forget`` can erase a person (many builds, Debian's among them, default to it).
+    cursor.execute("PRAGMA secure_delete = ON")
     _switch_to_wal(cursor)
     cursor.execute("PRAGMA synchronous = NORMAL")
     # Reads through a memory map skip a system call and a copy per page: searches of a

@@ -9,15 +9,18 @@ cascade of :mod:`tiermem._storage.cascade`.
 
 On SQLite a deleted row's bytes stay in the file (in its page, or on a free page)
 until they are overwritten, and a full-text index keeps the words of deleted rows
-in its older segments until they are merged. So the erasing transaction runs with
-``PRAGMA secure_delete`` on (SQLite overwrites what it deletes with zeros) and
-merges every full-text index it deleted from (FTS5 ``optimize``, which drops
-deleted rows' words; it rewrites that index, so its cost follows the index's
-size); after the commit :func:`scrub` checkpoints the WAL and truncates it, and
-with ``vacuum`` rewrites the whole file first (``VACUUM``), which also clears text
-overwritten or deleted earlier without ``secure_delete``. PostgreSQL keeps deleted
-rows as dead tuples until ``VACUUM`` reclaims them; ``vacuum`` runs ``VACUUM FULL``
-on the tables rows were deleted from, which rewrites them.
+in its older segments until they are merged. tiermem's connections run with
+``PRAGMA secure_delete`` on (:mod:`tiermem._storage.database`: what they delete or
+overwrite is zeroed), and the erasing transaction turns it on for itself too
+whatever the connection's setting; it also merges every full-text index it
+deleted from (FTS5 ``optimize``, which drops deleted rows' words; it rewrites that
+index, so its cost follows the index's size). After the commit :func:`scrub`
+checkpoints the WAL and truncates it; with ``vacuum`` it rewrites the whole file
+first (``VACUUM``), which also clears what was deleted or overwritten earlier
+without ``secure_delete`` (a file written by an older tiermem or another program).
+PostgreSQL keeps deleted rows as dead tuples until ``VACUUM`` reclaims them;
+``vacuum`` runs ``VACUUM FULL`` on the tables rows were deleted from, which
+rewrites them.
 """
 
 from __future__ import annotations
