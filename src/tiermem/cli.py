@@ -51,6 +51,7 @@ from .cli_common import (
     reported,
 )
 from .cli_events import events_app
+from .cli_forget import forget_command
 from .doctor import find_violations
 from .errors import InvalidArgument, TiermemError
 from .memory import ConversationMemory
@@ -64,6 +65,7 @@ app = typer.Typer(help="Tiered, token-aware conversation memory.", no_args_is_he
 db_app = typer.Typer(help="Schema management.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(events_app, name="events")
+app.command("forget")(forget_command)
 
 
 def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:

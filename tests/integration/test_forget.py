@@ -20,6 +20,7 @@ from tiermem._storage.cascade import SESSION_CHILDREN
 from tiermem._storage.tables import TABLES
 from tiermem.errors import InvalidArgument, StorageError
 from tiermem.testing import ManualClock, SignalRecorder
+from tiermem.types import ForgetResult
 
 from ..conftest import MemoryFactory, sqlite_engine
 from ..reliability.dump import canonical_dump, tiermem_table_names
@@ -55,9 +56,14 @@ def populate(memory: ConversationMemory) -> TieredStore:
     return store
 
 
-def memory_with_vectors(make_memory: MemoryFactory, **config: object) -> ConversationMemory:
+def memory_with_vectors(
+    make_memory: MemoryFactory, *, event_content: bool = False
+) -> ConversationMemory:
     """A memory that embeds (so entries and items have vectors)."""
-    return make_memory(config=MemoryConfig(**config), embeddings=DeterministicFakeEmbedding(size=8))
+    return make_memory(
+        config=MemoryConfig(event_content=event_content),
+        embeddings=DeterministicFakeEmbedding(size=8),
+    )
 
 
 def rows_naming_the_person(engine: Engine) -> dict[str, set[str]]:
@@ -79,8 +85,13 @@ def rows_naming_the_person(engine: Engine) -> dict[str, set[str]]:
     return hits
 
 
-def forget_ada(memory: ConversationMemory, **kwargs: object) -> object:
-    return memory.forget(sessions=[ADA], scopes=[ADA], namespaces=[NAMESPACE], **kwargs)
+def forget_ada(
+    memory: ConversationMemory, *, dry_run: bool = False, vacuum: bool = False
+) -> ForgetResult:
+    """Erase Ada: her session, her scope and her namespace."""
+    return memory.forget(
+        sessions=[ADA], scopes=[ADA], namespaces=[NAMESPACE], dry_run=dry_run, vacuum=vacuum
+    )
 
 
 def test_forget_leaves_no_row_naming_the_person(make_memory: MemoryFactory, engine: Engine) -> None:
