@@ -332,7 +332,8 @@ def forget_scopes(context: MemoryContext, scopes: Iterable[str]) -> None:
     """After ``forget`` erased ``scopes`` of ``context``'s project: the layers of
     those scopes of every memory of this process on that database forget what
     they hold in the process (working memory, the deleted scope row's key).
-    Other processes keep theirs until they end (``docs/reliability.md``)."""
+    Other processes keep theirs: their next write to such a scope makes a new row
+    (``tiermem._ops.layer_base.write``; ``docs/reliability.md``, I19)."""
     names = list(scopes)
     for registry in list(_REGISTRIES):
         registry.erased(context, names)

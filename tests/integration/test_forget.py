@@ -19,6 +19,7 @@ from tiermem._storage import failpoints as _failpoints
 from tiermem._storage.cascade import SESSION_CHILDREN
 from tiermem._storage.tables import TABLES
 from tiermem.errors import InvalidArgument, StorageError
+from tiermem.layers import LayeredMemory
 from tiermem.testing import ManualClock, SignalRecorder
 from tiermem.types import ForgetResult
 
@@ -254,6 +255,21 @@ def test_another_memory_of_the_process_drops_its_working_memory(
     assert held.recent("working", 10) == []
     assert held.recall("passport") is None
     held.learn("passport", "renewed")
+    renewed = first.layers(ADA).recall("passport")
+    assert renewed is not None and renewed.value == "renewed"
+
+
+def test_a_layer_whose_scope_was_erased_elsewhere_writes_again(
+    make_memory: MemoryFactory,
+) -> None:
+    """Layers that are not in this process's registries (as in another process) keep
+    the key of the scope row ``forget`` deleted: their next write makes a new row
+    instead of failing."""
+    first, second = make_memory(), make_memory()
+    elsewhere = LayeredMemory(second.context, ADA)
+    elsewhere.learn("passport", SECRET)
+    first.forget(scopes=[ADA])
+    elsewhere.learn("passport", "renewed")
     renewed = first.layers(ADA).recall("passport")
     assert renewed is not None and renewed.value == "renewed"
 

@@ -19,7 +19,13 @@ from .._core.clock import as_utc
 from .._core.messages import load_text, serialize_metadata, validate_session_id
 from .._storage import items as layer_store
 from .._storage.items import NewItem
-from ..errors import EntryTooLarge, InvalidArgument, InvalidContent, InvalidSessionId
+from ..errors import (
+    EntryTooLarge,
+    InvalidArgument,
+    InvalidContent,
+    InvalidSessionId,
+    StorageError,
+)
 from ..layer_models import KnowledgeEntry, LayerItem, LayerType, Rule
 from . import feed
 from .working import WorkingMemory
@@ -232,7 +238,15 @@ def write(
         _record(scope, conn, result, change)
         return result, pk
 
-    result, pk = yield from context.transact(run)
+    try:
+        result, pk = yield from context.transact(run)
+    except StorageError as error:
+        # A cached key of a scope row that ``forget`` deleted (in another process)
+        # breaks the items' foreign key: look the scope up again, once.
+        if scope.pk is None or type(error) is not StorageError:
+            raise
+        scope.pk = None
+        result, pk = yield from context.transact(run)
     scope.pk = pk  # cached only once committed
     return result
 
