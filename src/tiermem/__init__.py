@@ -16,6 +16,7 @@ from .tokens import TokenCounter
 from .types import (
     CompressionResult,
     EntryType,
+    ForgetResult,
     LoadedSession,
     MemoryConfig,
     MemoryEntry,
@@ -36,6 +37,7 @@ __all__ = [
     "ConversationMemory",
     "Database",
     "EntryType",
+    "ForgetResult",
     "LoadedSession",
     "MemoryConfig",
     "MemoryEntry",

@@ -26,6 +26,10 @@ Event schema, version :data:`EVENT_VERSION` (``ChangeEvent.payload``):
 * ``tier_changed``: ``tier`` (one event per session).
 * ``pruned``: ``{}`` for a session (one event per session), or ``item_ids`` for
   a batch of expired layer items (``session_id`` is then ``None``).
+* ``forgotten``: ``sessions``, ``scopes``, ``namespaces`` (how many of each were
+  found), ``entries``, ``summaries``, ``entry_vectors``, ``layer_items``,
+  ``item_vectors``, ``documents``, ``events`` (``session_id`` is ``None``: the event
+  of an erasure names nobody; the events that named them are deleted by it).
 * ``session:imported`` (no signal): ``entries``, ``summaries``, ``overwrite``
   (whether it replaced a stored session of that id).
 

@@ -343,3 +343,29 @@ def test_the_sqlite_file_and_wal_keep_no_byte_of_the_person(
     finally:
         memory.close()
         engine.dispose()
+
+
+def test_vacuum_rewrites_the_tables_after_the_erasure(
+    make_memory: MemoryFactory, engine: Engine
+) -> None:
+    """``vacuum=True``: SQLite ``VACUUM``, PostgreSQL ``VACUUM FULL`` of the tables
+    erased from, outside the erasing transaction; the result says it completed."""
+    memory = memory_with_vectors(make_memory)
+    populate(memory)
+
+    def storage() -> object:
+        """SQLite: the free pages; PostgreSQL: the entries' file (rewritten by VACUUM FULL)."""
+        with engine.connect() as conn:
+            if engine.dialect.name == "sqlite":
+                return conn.exec_driver_sql("PRAGMA freelist_count").scalar_one()
+            return conn.exec_driver_sql(
+                "SELECT relfilenode FROM pg_class WHERE oid = 'tiermem_entry'::regclass"
+            ).scalar_one()
+
+    before = storage()
+    result = forget_ada(memory, vacuum=True)
+    assert result.scrubbed and result.entries == 24
+    after = storage()
+    assert after == 0 if engine.dialect.name == "sqlite" else after != before
+    assert rows_naming_the_person(engine) == {}
+    assert len(memory.get_entries("user-bob")) == 24

@@ -12,6 +12,7 @@ EXPECTED = [
     "ConversationMemory",
     "Database",
     "EntryType",
+    "ForgetResult",
     "LoadedSession",
     "MemoryConfig",
     "MemoryEntry",
