@@ -143,6 +143,31 @@ def test_forget_leaves_no_row_naming_the_person(make_memory: MemoryFactory, engi
     assert layers.recall("city") is not None
 
 
+def test_forget_after_clear_session_still_erases_the_events(
+    make_memory: MemoryFactory, engine: Engine
+) -> None:
+    """The issue's case: ``clear_session`` first leaves the events with every
+    message's text (``event_content=True``); ``forget`` of that session id erases
+    them although the session is gone, and of a scope and namespace whose items and
+    documents were already deleted, their events."""
+    memory = memory_with_vectors(make_memory, event_content=True)
+    store = populate(memory)
+    memory.clear_session(ADA)
+    memory.layers(ADA).clear()
+    store.delete(NAMESPACE, "profile")
+    store.delete((*NAMESPACE, "memories"), "trip")
+    assert "tiermem_event" in rows_naming_the_person(engine)
+    result = forget_ada(memory)
+    assert (result.sessions, result.namespaces, result.entries, result.documents) == (
+        (),
+        (),
+        0,
+        0,
+    )
+    assert result.events > 24
+    assert rows_naming_the_person(engine) == {}
+
+
 def test_forget_twice_finds_nothing(make_memory: MemoryFactory) -> None:
     memory = memory_with_vectors(make_memory)
     populate(memory)

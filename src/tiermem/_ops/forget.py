@@ -106,9 +106,10 @@ def forget(
         if not isinstance(flag, bool):
             raise InvalidArgument(f"{name} must be a bool, got {flag!r}")
     project = ctx.project
+    named = erasure.Named(tuple(session_ids), tuple(scope_names), tuple(prefixes))
 
     def work(conn: Connection) -> tuple[erasure.Found, dict[str, int]]:
-        found = erasure.find(conn, project, session_ids, scope_names, prefixes, lock=not dry_run)
+        found = erasure.find(conn, project, named, lock=not dry_run)
         rows = erasure.erase(conn, project, found, dry_run=dry_run)
         if not dry_run:
             counted = _result(found, rows, dry_run=False, scrubbed=False)

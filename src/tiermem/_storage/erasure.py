@@ -12,9 +12,10 @@ until they are overwritten, and a full-text index keeps the words of deleted row
 in its older segments until they are merged. tiermem's connections run with
 ``PRAGMA secure_delete`` on (:mod:`tiermem._storage.database`: what they delete or
 overwrite is zeroed), and the erasing transaction turns it on for itself too
-whatever the connection's setting; it also merges every full-text index it
-deleted from (FTS5 ``optimize``, which drops deleted rows' words; it rewrites that
-index, so its cost follows the index's size). After the commit :func:`scrub`
+whatever the connection's setting; it also merges the full-text index of each kind
+of thing named (entries for sessions, items for scopes, documents for namespaces:
+FTS5 ``optimize``, which drops the words of every deleted row, those deleted earlier
+too; it rewrites that index, so its cost follows the index's size). After the commit :func:`scrub`
 checkpoints the WAL and truncates it; with ``vacuum`` it rewrites the whole file
 first (``VACUUM``), which also clears what was deleted or overwritten earlier
 without ``secure_delete`` (a file written by an older tiermem or another program).
@@ -42,11 +43,11 @@ from .document_schema import document_table
 from .documents import under_prefix
 from .event_schema import event_table
 from .layer_schema import item_table, scope_table
-from .schema import session_table
+from .schema import entry_table, session_table
 from .tables import FULL_TEXT_INDEXES
 from .vector_schema import item_vector_table
 
-__all__ = ["Erasure", "Found", "erase", "find", "scrub"]
+__all__ = ["Found", "Named", "erase", "find", "scrub"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +55,22 @@ S, SC, D, V = session_table.c, scope_table.c, document_table.c, event_table.c
 
 
 @dataclass(frozen=True, slots=True)
-class Found:
-    """What a request names that is stored: sessions and scopes (pks and names, in
-    name order) and the namespace prefixes (stored text) that hold documents."""
+class Named:
+    """What a request names: session ids, scopes and namespace prefixes (stored text)."""
 
+    sessions: tuple[str, ...]
+    scopes: tuple[str, ...]
+    prefixes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What of a request is stored: sessions and scopes (pks and names, in name
+    order) and the prefixes that hold documents. Events are matched by ``named``
+    (what was asked), since they outlive what they name: a session cleared earlier
+    leaves its events, with their content, for the retention period."""
+
+    named: Named
     session_pks: tuple[int, ...]
     session_ids: tuple[str, ...]
     scope_pks: tuple[int, ...]
@@ -65,30 +78,15 @@ class Found:
     prefixes: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Erasure:
-    """What :func:`erase` found and the rows it deleted (or would) per table."""
-
-    found: Found
-    rows: dict[str, int]
-
-
 def _text_values(conn: Connection, column: Any, values: Sequence[str]) -> Any:
     return cascade.in_values(conn, column, values, sa.Text())
 
 
-def find(
-    conn: Connection,
-    project: str,
-    sessions: Sequence[str],
-    scopes: Sequence[str],
-    prefixes: Sequence[str],
-    *,
-    lock: bool,
-) -> Found:
+def find(conn: Connection, project: str, named: Named, *, lock: bool) -> Found:
     """The stored sessions, scopes and document namespaces among those named; with
     ``lock`` their session and scope rows are locked first on PostgreSQL (a write
     that committed first is erased too, a later one waits for the erasure)."""
+    sessions, scopes, prefixes = named.sessions, named.scopes, named.prefixes
     session_query = (
         sa.select(S.pk, S.session_id)
         .where(S.project == project, _text_values(conn, S.session_id, sessions))
@@ -113,6 +111,7 @@ def find(
         is not None
     ]
     return Found(
+        named=named,
         session_pks=tuple(int(row.pk) for row in found_sessions),
         session_ids=tuple(row.session_id for row in found_sessions),
         scope_pks=tuple(int(row.pk) for row in found_scopes),
@@ -130,16 +129,16 @@ def _json_text(conn: Connection, payload: Any, *path: str | int) -> Any:
     return sa.func.json_extract(payload, "$" + steps)
 
 
-def _events_of(conn: Connection, project: str, found: Found) -> sa.ColumnElement[bool]:
-    """Events naming the found sessions, or whose payload names a found scope or a
-    namespace under a found prefix (layer and document events have no session)."""
-    named: list[sa.ColumnElement[bool]] = []
-    if found.session_ids:
-        named.append(_text_values(conn, V.session_id, found.session_ids))
+def _events_of(conn: Connection, project: str, named: Named) -> sa.ColumnElement[bool]:
+    """Events naming the sessions, or whose payload names a scope or a namespace
+    under a prefix (layer and document events have no session)."""
+    matches: list[sa.ColumnElement[bool]] = []
+    if named.sessions:
+        matches.append(_text_values(conn, V.session_id, named.sessions))
     unowned: list[sa.ColumnElement[bool]] = []
-    if found.scopes:
-        unowned.append(_text_values(conn, _json_text(conn, V.payload, "scope"), found.scopes))
-    for prefix in found.prefixes:
+    if named.scopes:
+        unowned.append(_text_values(conn, _json_text(conn, V.payload, "scope"), named.scopes))
+    for prefix in named.prefixes:
         labels = prefix.split(".")
         unowned.append(
             sa.and_(
@@ -150,10 +149,10 @@ def _events_of(conn: Connection, project: str, found: Found) -> sa.ColumnElement
             )
         )
     if unowned:
-        named.append(sa.and_(V.session_id.is_(None), sa.or_(*unowned)))
-    if not named:
+        matches.append(sa.and_(V.session_id.is_(None), sa.or_(*unowned)))
+    if not matches:
         return sa.false()
-    return sa.and_(V.project == project, sa.or_(*named))
+    return sa.and_(V.project == project, sa.or_(*matches))
 
 
 def _targets(conn: Connection, project: str, found: Found) -> list[tuple[sa.Table, Any]]:
@@ -170,7 +169,7 @@ def _targets(conn: Connection, project: str, found: Found) -> list[tuple[sa.Tabl
         (item_table, cascade.in_values(conn, item_table.c.scope_pk, scope_pks)),
         (scope_table, cascade.in_values(conn, SC.pk, scope_pks)),
         (document_table, documents),
-        (event_table, _events_of(conn, project, found)),
+        (event_table, _events_of(conn, project, found.named)),
     ]
 
 
@@ -191,8 +190,16 @@ def erase(conn: Connection, project: str, found: Found, *, dry_run: bool) -> dic
         for table, where in _targets(conn, project, found):
             rows[table.name] = conn.execute(sa.delete(table).where(where)).rowcount
         if conn.dialect.name == "sqlite":
+            # Also when nothing was deleted now: rows deleted earlier (a cleared session,
+            # a cleared layer, a deleted document) leave their words in older segments.
+            named = found.named
+            asked = {
+                entry_table.name: named.sessions,
+                item_table.name: named.scopes,
+                document_table.name: named.prefixes,
+            }
             for index in FULL_TEXT_INDEXES:
-                if rows.get(index.table.name):
+                if asked.get(index.table.name):
                     conn.exec_driver_sql(
                         f"INSERT INTO {index.name}({index.name}) VALUES ('optimize')"
                     )
