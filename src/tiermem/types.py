@@ -350,7 +350,8 @@ class ForgetResult:
         dry_run: nothing was deleted; the counts are what would be.
         scrubbed: after the commit, the database files were cleared too (SQLite:
             the WAL checkpointed and truncated; see ``docs/reliability.md``);
-            ``False`` for a dry run, or when a reader kept the WAL busy.
+            ``False`` for a dry run, when a reader kept the WAL busy, or when
+            scrubbing failed (logged; the rows are gone all the same).
     """
 
     sessions: tuple[str, ...]

@@ -121,7 +121,7 @@ def forget(
         return _result(found, rows, dry_run=True, scrubbed=False)
     touched = [table for table, count in rows.items() if count]
     scrub = partial(erasure.scrub, ctx.database.engine, touched, vacuum=vacuum)
-    scrubbed = yield from compute(scrub)
+    scrubbed = yield from compute(scrub)  # on a worker thread from the async API
     result = _result(found, rows, dry_run=False, scrubbed=scrubbed)
     pending: list[signals.Pending] = [("forgotten", _signal(project, result))]
     yield from ctx.emit(pending)
