@@ -510,9 +510,18 @@ def mcp_command(
         bool,
         typer.Option(
             "--allow-remote",
-            help="Let --http listen on a non-loopback address (there is no authentication).",
+            help="Let --http listen on a non-loopback address (needs --token).",
         ),
     ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="TIERMEM_MCP_TOKEN",
+            help="Over --http, refuse (401) every request without the header "
+            "'Authorization: Bearer TOKEN'.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the memory to MCP clients (needs the mcp extra): over stdio by default,
     or streamable HTTP with --http. Tools: get_memory_stats,
@@ -522,14 +531,20 @@ def mcp_command(
     returned to the client as a tool error; the server keeps serving."""
     try:
         from .mcp import parse_http_address, serve
+        from .mcp.http_guard import is_loopback_host
     except ModuleNotFoundError:
         fail("the mcp command needs the mcp extra: pip install 'tiermem[mcp]'")
     with reported():
         address = None if http is None else parse_http_address(http, allow_remote=allow_remote)
+        if address is not None and not is_loopback_host(address[0]) and not token:
+            raise InvalidArgument(
+                f"{address[0]} is not a loopback address: a server reachable from other "
+                "hosts needs --token (or TIERMEM_MCP_TOKEN)"
+            )
         if read_only:
             check_exists(url)  # no connection yet: an unreachable database is a tool error
         memory = ConversationMemory(url, project=project)
-    serve(memory, read_only=read_only, all_projects=all_projects, http=address)
+    serve(memory, read_only=read_only, all_projects=all_projects, http=address, token=token)
 
 
 def main() -> None:
