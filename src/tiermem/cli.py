@@ -35,7 +35,9 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
     raise SystemExit("the tiermem command needs the cli extra: pip install 'tiermem[cli]'") from exc
 
+from . import state
 from ._core.clock import utc_now
+from ._core.files import read_at_most
 from ._core.runner import run
 from ._ops import read
 from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
@@ -52,7 +54,7 @@ from .cli_common import (
 )
 from .cli_events import events_app
 from .doctor import find_violations
-from .errors import InvalidArgument, TiermemError
+from .errors import ImportValidationError, InvalidArgument, TiermemError
 from .memory import ConversationMemory
 from .tiers import calculate_tier
 from .types import SessionStats, TierStats
@@ -147,19 +149,24 @@ def export_command(
 
 
 def read_input(file: Path) -> bytes:
-    """The bytes of ``file``, or of stdin for ``-``.
+    """The bytes of ``file``, or of stdin for ``-``, read no further than the largest
+    export an import takes.
 
     Raises:
         InvalidArgument: stdin is a terminal or empty.
+        ImportValidationError: the input is larger than ``MAX_IMPORT_BYTES``.
         OSError: the file cannot be read.
     """
     if str(file) != "-":
-        return file.read_bytes()
-    if sys.stdin.isatty():
+        data = read_at_most(file, state.MAX_IMPORT_BYTES)
+    elif sys.stdin.isatty():
         raise InvalidArgument("stdin is a terminal: pipe an export into 'tiermem import -'")
-    data = sys.stdin.buffer.read()
-    if not data.strip():
-        raise InvalidArgument("nothing to import on stdin")
+    else:
+        data = read_at_most(sys.stdin.buffer, state.MAX_IMPORT_BYTES)
+        if data is not None and not data.strip():
+            raise InvalidArgument("nothing to import on stdin")
+    if data is None:
+        raise ImportValidationError(f"export larger than {state.MAX_IMPORT_BYTES} bytes")
     return data
 
 
