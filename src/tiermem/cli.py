@@ -45,7 +45,6 @@ from .cli_common import (
     ProjectOption,
     QuietOption,
     UrlOption,
-    check_exists,
     console,
     err_console,
     fail,
@@ -53,6 +52,7 @@ from .cli_common import (
     reported,
 )
 from .cli_events import events_app
+from .cli_mcp import mcp_command
 from .doctor import find_violations
 from .errors import ImportValidationError, InvalidArgument, TiermemError
 from .memory import ConversationMemory
@@ -488,70 +488,7 @@ def eval_retrieval(
 
 # ------------------------------------------------------------------ MCP server
 
-
-@app.command("mcp")
-def mcp_command(
-    url: UrlOption = None,
-    project: ProjectOption = "default",
-    http: Annotated[
-        str | None,
-        typer.Option(
-            "--http",
-            metavar="HOST:PORT",
-            help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-            "(a loopback HOST unless --allow-remote).",
-        ),
-    ] = None,
-    read_only: Annotated[
-        bool,
-        typer.Option(
-            "--read-only",
-            help="Serve only the reading tools; never create the database or its tables.",
-        ),
-    ] = False,
-    all_projects: Annotated[
-        bool,
-        typer.Option("--all-projects", help="Let tools name any project, not only --project."),
-    ] = False,
-    allow_remote: Annotated[
-        bool,
-        typer.Option(
-            "--allow-remote",
-            help="Let --http listen on a non-loopback address (needs --token).",
-        ),
-    ] = False,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            envvar="TIERMEM_MCP_TOKEN",
-            help="Over --http, refuse (401) every request without the header "
-            "'Authorization: Bearer TOKEN'.",
-        ),
-    ] = None,
-) -> None:
-    """Serve the memory to MCP clients (needs the mcp extra): over stdio by default,
-    or streamable HTTP with --http. Tools: get_memory_stats,
-    recalculate_memory_tiers, prune_expired_contexts, load_context, add_message,
-    get_context, search_memory, expand_summary, append_episode, search_layer, learn,
-    recall, add_rule, match_rules, compact_layer, layer_stats. A tool's error is
-    returned to the client as a tool error; the server keeps serving."""
-    try:
-        from .mcp import parse_http_address, serve
-        from .mcp.http_guard import is_loopback_host
-    except ModuleNotFoundError:
-        fail("the mcp command needs the mcp extra: pip install 'tiermem[mcp]'")
-    with reported():
-        address = None if http is None else parse_http_address(http, allow_remote=allow_remote)
-        if address is not None and not is_loopback_host(address[0]) and not token:
-            raise InvalidArgument(
-                f"{address[0]} is not a loopback address: a server reachable from other "
-                "hosts needs --token (or TIERMEM_MCP_TOKEN)"
-            )
-        if read_only:
-            check_exists(url)  # no connection yet: an unreachable database is a tool error
-        memory = ConversationMemory(url, project=project)
-    serve(memory, read_only=read_only, all_projects=all_projects, http=address, token=token)
+app.command("mcp")(mcp_command)
 
 
 def main() -> None:

@@ -47,10 +47,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def stdio(*args: str) -> Callable[[], AbstractAsyncContextManager[Streams]]:
-    """Connect by starting ``tiermem mcp args`` over stdio."""
+def stdio(
+    *args: str, env: dict[str, str] | None = None
+) -> Callable[[], AbstractAsyncContextManager[Streams]]:
+    """Connect by starting ``tiermem mcp args`` over stdio (with ``env`` added to its
+    environment)."""
     command = server_command(*args)
-    params = StdioServerParameters(command=command[0], args=command[1:], env=server_env())
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env={**server_env(), **(env or {})}
+    )
     return lambda: stdio_client(params)
 
 
