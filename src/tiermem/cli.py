@@ -17,15 +17,13 @@ read as rich markup.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from types import FunctionType
-from typing import Annotated, Any
+from typing import Annotated
 
 try:
     import typer
@@ -41,16 +39,21 @@ from ._core.files import read_at_most
 from ._core.runner import run
 from ._ops import read
 from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
+from .cli_browse import empty_project_hint, projects, search
 from .cli_common import (
+    OneLineUsageGroup,
     ProjectOption,
     QuietOption,
     UrlOption,
     console,
     err_console,
     fail,
+    listing,
     open_memory,
+    reflow_help,
     reported,
 )
+from .cli_embed import embed, load_embeddings
 from .cli_events import events_app
 from .cli_mcp import mcp_command
 from .doctor import find_violations
@@ -62,10 +65,36 @@ from .types import SessionStats, TierStats
 __all__ = ["app", "main"]
 
 
-app = typer.Typer(help="Tiered, token-aware conversation memory.", no_args_is_help=True)
+app = typer.Typer(
+    help="Tiered, token-aware conversation memory.",
+    no_args_is_help=True,
+    cls=OneLineUsageGroup,
+)
 db_app = typer.Typer(help="Schema management.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(events_app, name="events")
+app.command()(search)
+app.command()(projects)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        console.print(f"tiermem {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Tiered, token-aware conversation memory."""
 
 
 def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:
@@ -78,22 +107,26 @@ def sessions_table(memory: ConversationMemory, limit: int | None = None) -> Tabl
     tier is only as fresh as the last access or ``recalc``)."""
     now = utc_now()
     policy = memory.config.tier_policy
-    # Ids and times are folded, never cut short: an operator copies them.
-    table = Table(
-        Column("session", overflow="fold"),
-        "tier",
-        "entries",
-        "context tokens",
-        Column("last accessed", overflow="fold"),
-        "accesses",
+    listed = memory.list_sessions(limit=limit)
+    # An id is never split or cut short (an operator copies it): its column does not
+    # wrap, and the others are narrow enough for a 36-character id in 80 columns (a
+    # time wraps between its date and its hour).
+    longest = max((len(info.session_id) for info in listed), default=7)
+    table = listing(
+        Column("session", no_wrap=True, min_width=min(longest, 60)),
+        Column("tier", no_wrap=True),
+        Column("msgs", justify="right", no_wrap=True),
+        Column("tokens", justify="right", no_wrap=True),
+        Column("last access (UTC)", min_width=10),
+        Column("uses", justify="right", no_wrap=True),
     )
-    for info in memory.list_sessions(limit=limit):
+    for info in listed:
         table.add_row(
             Text(info.session_id),
             calculate_tier(info.last_accessed, now, policy).value,
             str(info.total_entries),
             str(info.context_tokens),
-            info.last_accessed.isoformat(timespec="seconds"),
+            info.last_accessed.strftime("%Y-%m-%d %H:%M:%S"),
             str(info.access_count),
         )
     return table
@@ -108,7 +141,10 @@ def sessions(
     """List sessions, most recently accessed first, with each one's tier as of now.
     Records no access."""
     with open_memory(url, project, read_only=True) as memory:
-        console.print(sessions_table(memory, limit))
+        table = sessions_table(memory, limit)
+        console.print(table)
+        if not table.row_count:
+            empty_project_hint(memory, "sessions")
 
 
 @app.command()
@@ -367,47 +403,7 @@ def recalc(
         )
 
 
-def load_embeddings(spec: str) -> Any:
-    """The ``Embeddings`` named by ``module:attribute`` (a class or factory is called
-    with no arguments); ``InvalidArgument`` for a malformed spec, one that does not
-    import, or a factory that raises."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InvalidArgument(f"--embeddings must be module:attribute, got {spec!r}")
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidArgument(f"cannot load embeddings {spec!r}: {exc}") from exc
-    if not isinstance(found, type | FunctionType):
-        return found
-    try:
-        return found()
-    except Exception as exc:  # whatever the factory raises: one line, not a traceback
-        raise InvalidArgument(f"cannot make embeddings {spec!r}: {exc}") from exc
-
-
-@app.command()
-def embed(
-    embeddings: Annotated[
-        str,
-        typer.Option(
-            help="The LangChain Embeddings to use, as module:attribute (a class or a "
-            "factory is called with no arguments), e.g. tiermem.testing:E5Embeddings."
-        ),
-    ],
-    url: UrlOption = None,
-    project: ProjectOption = "default",
-    quiet: QuietOption = False,
-) -> None:
-    """Embed every entry and stored layer item of a project that has no vector of
-    this model (a backfill, or a re-embedding after a model change)."""
-    with reported():
-        model = load_embeddings(embeddings)
-    with open_memory(url, project, read_only=True, embeddings=model) as memory:
-        stored = memory.embed_missing()
-    if not quiet:
-        message = f"{stored} entries and layer items of project {project!r} embedded"
-        console.print(message, markup=False)
+app.command()(embed)
 
 
 @app.command()
@@ -489,6 +485,9 @@ def eval_retrieval(
 # ------------------------------------------------------------------ MCP server
 
 app.command("mcp")(mcp_command)
+
+
+reflow_help(app)
 
 
 def main() -> None:
