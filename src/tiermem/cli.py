@@ -1,17 +1,18 @@
 """The ``tiermem`` command line (needs the ``cli`` extra: typer and rich).
 
-Exit codes: 0 success, 1 an error (one line on stderr, never a traceback), 2 bad
-usage, 3 ``doctor`` found broken invariants. Every command but ``demo`` (which
+Exit codes: 0 success, 1 an error, 2 bad usage (the convention of Click and
+argparse), 3 ``doctor`` found broken invariants; an error or a usage error is one
+line on stderr, never a traceback or a boxed text. Every command but ``demo`` (which
 takes ``--db``) takes ``--url`` (default: the embedded SQLite file ``tiermem.db``);
 those that read or write sessions take ``--project``. ``mcp`` serves the memory's
 tools to MCP clients (the ``mcp`` extra). The maintenance commands
 (``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing on success.
 
-Looking is not using: the read-only commands (``sessions``, ``show``, ``stats``,
-``export``, ``doctor``) never create a database (a missing SQLite file is an
-error) and never record an access, so they change no session's tier. Text that
-comes from the data (session ids, projects, contents) is printed as it is, never
-read as rich markup.
+Looking is not using: the read-only commands (``sessions``, ``show``, ``search``,
+``projects``, ``stats``, ``export``, ``doctor``) never create a database (a
+missing SQLite file is an error) and never record an access, so they change no
+session's tier. Text that comes from the data (session ids, projects, contents) is
+printed as it is, never read as rich markup.
 """
 
 from __future__ import annotations
