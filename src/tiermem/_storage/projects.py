@@ -34,9 +34,7 @@ def project_counts(conn: Connection) -> list[ProjectCounts]:
         "items": sa.select(scope_table.c.project, sa.func.count(item_table.c.id))
         .select_from(item_table.join(scope_table, item_table.c.scope_pk == scope_table.c.pk))
         .group_by(scope_table.c.project),
-        "events": sa.select(event_table.c.project, sa.func.count()).group_by(
-            event_table.c.project
-        ),
+        "events": sa.select(event_table.c.project, sa.func.count()).group_by(event_table.c.project),
     }
     found: dict[str, dict[str, int]] = {}
     for what, query in queries.items():
