@@ -29,6 +29,7 @@ def _described(counts: ProjectCounts) -> str:
         for count, noun in (
             (counts.sessions, "session"),
             (counts.items, "layer item"),
+            (counts.documents, "document"),
             (counts.events, "event"),
         )
         if count
@@ -52,19 +53,24 @@ def empty_project_hint(memory: ConversationMemory, what: Literal["sessions", "ev
 
 
 def projects(url: UrlOption = None) -> None:
-    """List the projects that hold data, with their sessions, layer items and change
-    events. Records no access."""
+    """List the projects that hold data, with their sessions, layer items, stored
+    documents and change events. Records no access."""
     with open_memory(url, read_only=True) as memory:
         found = run(list_projects(memory.context))
     table = listing(
         Column("project", overflow="fold"),
         Column("sessions", justify="right"),
         Column("layer items", justify="right"),
+        Column("documents", justify="right"),
         Column("events", justify="right"),
     )
     for counts in found:
         table.add_row(
-            Text(counts.project), str(counts.sessions), str(counts.items), str(counts.events)
+            Text(counts.project),
+            str(counts.sessions),
+            str(counts.items),
+            str(counts.documents),
+            str(counts.events),
         )
     console.print(table)
     if not found:

@@ -93,13 +93,19 @@ def test_search_finds_entries_without_an_access(url: str) -> None:
 
 
 def test_projects_lists_what_each_holds(url: str) -> None:
-    """projects lists every project with data and its counts."""
+    """projects lists every project with data and its sessions, layer items and
+    documents."""
+    from tiermem_langgraph import TieredStore
+
     with ConversationMemory(url, project="notes") as memory:
         memory.layers("me").learn("home", "Oslo")
+    with ConversationMemory(url, project="docs") as memory:
+        TieredStore(memory).put(("user", "ada"), "prefs", {"city": "Oslo"})
     result = runner.invoke(cli.app, ["projects", "--url", url])
     assert result.exit_code == 0, result.output
     rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[2:]}
-    assert rows["trips"][:2] == ["2", "0"] and rows["notes"][:2] == ["0", "1"]
+    assert rows["trips"][:3] == ["2", "0", "0"] and rows["notes"][:3] == ["0", "1", "0"]
+    assert rows["docs"][:3] == ["0", "0", "1"]
 
 
 @pytest.mark.parametrize("command", [["sessions"], ["events", "tail"], ["search", "Paris"]])

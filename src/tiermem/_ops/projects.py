@@ -11,6 +11,6 @@ __all__ = ["ProjectCounts", "list_projects"]
 
 
 def list_projects(ctx: MemoryContext) -> Op[list[ProjectCounts]]:
-    """Every project of the database with sessions, layer items or events, by name,
-    with their counts; not an access."""
+    """Every project of the database with sessions, layer items, documents or events,
+    by name, with their counts; not an access."""
     return (yield from ctx.transact(project_counts, write=False))
