@@ -128,7 +128,7 @@ def test_http_answers_every_request_with_its_id(tmp_path: Path) -> None:
         session = {k.lower(): v for k, v in headers.items()}.get("mcp-session-id")
         note = '{"jsonrpc": "2.0", "method": "notifications/initialized"}'
         assert post(server, note, session)[0] == 202
-        for ident in (2, 3, 4, "six"):
+        for ident in UNREADABLE:
             status, headers, body = post(server, UNREADABLE[ident], session)
             assert status == 400
             answer = json.loads(body)

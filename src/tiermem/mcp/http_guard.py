@@ -10,9 +10,9 @@
   gets 421, a refused ``Origin`` 403.
 * **A bearer token** (``--token`` / ``TIERMEM_MCP_TOKEN``): when the server has
   one, every request must carry ``Authorization: Bearer <token>``, else 401.
-* **Unreadable requests**: a POST body that does not parse as JSON gets a
-  JSON-RPC error carrying the request's id (:mod:`tiermem.mcp.wire`), where the
-  SDK would answer with ``id: null``.
+* **Unreadable requests**: a POST body that does not parse as JSON, or is no
+  JSON-RPC message, gets a JSON-RPC error carrying the request's id
+  (:mod:`tiermem.mcp.wire`), where the SDK would answer with ``id: null``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,20 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pydantic_core
+from mcp.types import JSONRPCError, jsonrpc_message_adapter
+from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
-from .wire import error_for_text
+from .wire import error_for_text, error_for_validation
 
-__all__ = ["HttpGuard", "host_of_header", "is_loopback_host", "is_loopback_origin"]
+__all__ = [
+    "HttpGuard",
+    "host_of_header",
+    "is_loopback_host",
+    "is_loopback_origin",
+    "unreadable_answer",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -84,6 +92,22 @@ def is_loopback_origin(origin: str) -> bool:
     return parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
 
 
+def unreadable_answer(body: bytes) -> JSONRPCError | None:
+    """The error answering a POST body the SDK cannot read (not JSON, or not a
+    JSON-RPC message) when it is a request with an id, else ``None``."""
+    try:
+        parsed = pydantic_core.from_json(body)
+    except ValueError as error:
+        return error_for_text(body.decode("utf-8", "replace"), str(error))
+    if not isinstance(parsed, dict):
+        return None  # a batch or a scalar: the SDK answers it
+    try:
+        jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+    except ValidationError as error:
+        return error_for_validation(error)
+    return None
+
+
 class HttpGuard:
     """An ASGI middleware in front of the MCP app (see the module's docstring).
 
@@ -133,15 +157,11 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         body, complete, replay = await self._read_body(receive)
-        if complete:
-            try:
-                pydantic_core.from_json(body)
-            except ValueError as error:
-                answer = error_for_text(body.decode("utf-8", "replace"), str(error))
-                if answer is not None:
-                    content = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
-                    await JSONResponse(content, status_code=400)(scope, receive, send)
-                    return
+        answer = unreadable_answer(body) if complete else None
+        if answer is not None:
+            content = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+            await JSONResponse(content, status_code=400)(scope, receive, send)
+            return
         await self.app(scope, replay, send)
 
     async def _read_body(self, receive: Receive) -> tuple[bytes, bool, Receive]:
