@@ -1,31 +1,30 @@
 """The ``tiermem`` command line (needs the ``cli`` extra: typer and rich).
 
-Exit codes: 0 success, 1 an error (one line on stderr, never a traceback), 2 bad
-usage, 3 ``doctor`` found broken invariants. Every command but ``demo`` (which
+Exit codes: 0 success, 1 an error, 2 bad usage (the convention of Click and
+argparse), 3 ``doctor`` found broken invariants; an error or a usage error is one
+line on stderr, never a traceback or a boxed text. Every command but ``demo`` (which
 takes ``--db``) takes ``--url`` (default: the embedded SQLite file ``tiermem.db``);
 those that read or write sessions take ``--project``. ``mcp`` serves the memory's
 tools to MCP clients (the ``mcp`` extra). The maintenance commands
 (``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing on success.
 
-Looking is not using: the read-only commands (``sessions``, ``show``, ``stats``,
-``export``, ``doctor``) never create a database (a missing SQLite file is an
-error) and never record an access, so they change no session's tier. Text that
-comes from the data (session ids, projects, contents) is printed as it is, never
-read as rich markup.
+Looking is not using: the read-only commands (``sessions``, ``show``, ``search``,
+``projects``, ``stats``, ``export``, ``doctor``) never create a database (a
+missing SQLite file is an error) and never record an access, so they change no
+session's tier. Text that comes from the data (session ids, projects, contents) is
+printed as it is, never read as rich markup.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from types import FunctionType
-from typing import Annotated, Any
+from typing import Annotated
 
 try:
     import typer
@@ -35,25 +34,32 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
     raise SystemExit("the tiermem command needs the cli extra: pip install 'tiermem[cli]'") from exc
 
+from . import state
 from ._core.clock import utc_now
+from ._core.files import read_at_most
 from ._core.runner import run
 from ._ops import read
 from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
+from .cli_browse import empty_project_hint, projects, search
 from .cli_common import (
+    OneLineUsageGroup,
     ProjectOption,
     QuietOption,
     UrlOption,
-    check_exists,
     console,
     err_console,
     fail,
+    listing,
     open_memory,
+    reflow_help,
     reported,
 )
+from .cli_embed import embed, load_embeddings
 from .cli_events import events_app
 from .cli_forget import forget_command
+from .cli_mcp import mcp_command
 from .doctor import find_violations
-from .errors import InvalidArgument, TiermemError
+from .errors import ImportValidationError, InvalidArgument, TiermemError
 from .memory import ConversationMemory
 from .tiers import calculate_tier
 from .types import SessionStats, TierStats
@@ -61,11 +67,37 @@ from .types import SessionStats, TierStats
 __all__ = ["app", "main"]
 
 
-app = typer.Typer(help="Tiered, token-aware conversation memory.", no_args_is_help=True)
+app = typer.Typer(
+    help="Tiered, token-aware conversation memory.",
+    no_args_is_help=True,
+    cls=OneLineUsageGroup,
+)
 db_app = typer.Typer(help="Schema management.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(events_app, name="events")
 app.command("forget")(forget_command)
+app.command()(search)
+app.command()(projects)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        console.print(f"tiermem {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Tiered, token-aware conversation memory."""
 
 
 def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:
@@ -78,22 +110,26 @@ def sessions_table(memory: ConversationMemory, limit: int | None = None) -> Tabl
     tier is only as fresh as the last access or ``recalc``)."""
     now = utc_now()
     policy = memory.config.tier_policy
-    # Ids and times are folded, never cut short: an operator copies them.
-    table = Table(
-        Column("session", overflow="fold"),
-        "tier",
-        "entries",
-        "context tokens",
-        Column("last accessed", overflow="fold"),
-        "accesses",
+    listed = memory.list_sessions(limit=limit)
+    # An id is never split or cut short (an operator copies it): its column does not
+    # wrap, and the others are narrow enough for a 36-character id in 80 columns (a
+    # time wraps between its date and its hour).
+    longest = max((len(info.session_id) for info in listed), default=7)
+    table = listing(
+        Column("session", no_wrap=True, min_width=min(longest, 60)),
+        Column("tier", no_wrap=True),
+        Column("msgs", justify="right", no_wrap=True),
+        Column("tokens", justify="right", no_wrap=True),
+        Column("last access (UTC)", min_width=10),
+        Column("uses", justify="right", no_wrap=True),
     )
-    for info in memory.list_sessions(limit=limit):
+    for info in listed:
         table.add_row(
             Text(info.session_id),
             calculate_tier(info.last_accessed, now, policy).value,
             str(info.total_entries),
             str(info.context_tokens),
-            info.last_accessed.isoformat(timespec="seconds"),
+            info.last_accessed.strftime("%Y-%m-%d %H:%M:%S"),
             str(info.access_count),
         )
     return table
@@ -108,7 +144,10 @@ def sessions(
     """List sessions, most recently accessed first, with each one's tier as of now.
     Records no access."""
     with open_memory(url, project, read_only=True) as memory:
-        console.print(sessions_table(memory, limit))
+        table = sessions_table(memory, limit)
+        console.print(table)
+        if not table.row_count:
+            empty_project_hint(memory, "sessions")
 
 
 @app.command()
@@ -149,19 +188,24 @@ def export_command(
 
 
 def read_input(file: Path) -> bytes:
-    """The bytes of ``file``, or of stdin for ``-``.
+    """The bytes of ``file``, or of stdin for ``-``, read no further than the largest
+    export an import takes.
 
     Raises:
         InvalidArgument: stdin is a terminal or empty.
+        ImportValidationError: the input is larger than ``MAX_IMPORT_BYTES``.
         OSError: the file cannot be read.
     """
     if str(file) != "-":
-        return file.read_bytes()
-    if sys.stdin.isatty():
+        data = read_at_most(file, state.MAX_IMPORT_BYTES)
+    elif sys.stdin.isatty():
         raise InvalidArgument("stdin is a terminal: pipe an export into 'tiermem import -'")
-    data = sys.stdin.buffer.read()
-    if not data.strip():
-        raise InvalidArgument("nothing to import on stdin")
+    else:
+        data = read_at_most(sys.stdin.buffer, state.MAX_IMPORT_BYTES)
+        if data is not None and not data.strip():
+            raise InvalidArgument("nothing to import on stdin")
+    if data is None:
+        raise ImportValidationError(f"export larger than {state.MAX_IMPORT_BYTES} bytes")
     return data
 
 
@@ -362,47 +406,7 @@ def recalc(
         )
 
 
-def load_embeddings(spec: str) -> Any:
-    """The ``Embeddings`` named by ``module:attribute`` (a class or factory is called
-    with no arguments); ``InvalidArgument`` for a malformed spec, one that does not
-    import, or a factory that raises."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InvalidArgument(f"--embeddings must be module:attribute, got {spec!r}")
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidArgument(f"cannot load embeddings {spec!r}: {exc}") from exc
-    if not isinstance(found, type | FunctionType):
-        return found
-    try:
-        return found()
-    except Exception as exc:  # whatever the factory raises: one line, not a traceback
-        raise InvalidArgument(f"cannot make embeddings {spec!r}: {exc}") from exc
-
-
-@app.command()
-def embed(
-    embeddings: Annotated[
-        str,
-        typer.Option(
-            help="The LangChain Embeddings to use, as module:attribute (a class or a "
-            "factory is called with no arguments), e.g. tiermem.testing:E5Embeddings."
-        ),
-    ],
-    url: UrlOption = None,
-    project: ProjectOption = "default",
-    quiet: QuietOption = False,
-) -> None:
-    """Embed every entry and stored layer item of a project that has no vector of
-    this model (a backfill, or a re-embedding after a model change)."""
-    with reported():
-        model = load_embeddings(embeddings)
-    with open_memory(url, project, read_only=True, embeddings=model) as memory:
-        stored = memory.embed_missing()
-    if not quiet:
-        message = f"{stored} entries and layer items of project {project!r} embedded"
-        console.print(message, markup=False)
+app.command()(embed)
 
 
 @app.command()
@@ -483,55 +487,10 @@ def eval_retrieval(
 
 # ------------------------------------------------------------------ MCP server
 
+app.command("mcp")(mcp_command)
 
-@app.command("mcp")
-def mcp_command(
-    url: UrlOption = None,
-    project: ProjectOption = "default",
-    http: Annotated[
-        str | None,
-        typer.Option(
-            "--http",
-            metavar="HOST:PORT",
-            help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-            "(a loopback HOST unless --allow-remote).",
-        ),
-    ] = None,
-    read_only: Annotated[
-        bool,
-        typer.Option(
-            "--read-only",
-            help="Serve only the reading tools; never create the database or its tables.",
-        ),
-    ] = False,
-    all_projects: Annotated[
-        bool,
-        typer.Option("--all-projects", help="Let tools name any project, not only --project."),
-    ] = False,
-    allow_remote: Annotated[
-        bool,
-        typer.Option(
-            "--allow-remote",
-            help="Let --http listen on a non-loopback address (there is no authentication).",
-        ),
-    ] = False,
-) -> None:
-    """Serve the memory to MCP clients (needs the mcp extra): over stdio by default,
-    or streamable HTTP with --http. Tools: get_memory_stats,
-    recalculate_memory_tiers, prune_expired_contexts, load_context, add_message,
-    get_context, search_memory, expand_summary, append_episode, search_layer, learn,
-    recall, add_rule, match_rules, compact_layer, layer_stats. A tool's error is
-    returned to the client as a tool error; the server keeps serving."""
-    try:
-        from .mcp import parse_http_address, serve
-    except ModuleNotFoundError:
-        fail("the mcp command needs the mcp extra: pip install 'tiermem[mcp]'")
-    with reported():
-        address = None if http is None else parse_http_address(http, allow_remote=allow_remote)
-        if read_only:
-            check_exists(url)  # no connection yet: an unreachable database is a tool error
-        memory = ConversationMemory(url, project=project)
-    serve(memory, read_only=read_only, all_projects=all_projects, http=address)
+
+reflow_help(app)
 
 
 def main() -> None:

@@ -3,20 +3,27 @@ opening a memory with errors reported as one line and exit code 1."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Column, Table
+from typer._click.exceptions import NoArgsIsHelpError, UsageError  # typer's own click
+from typer.core import TyperGroup
 
 from ._storage.database import DEFAULT_URL, DRIVER_ERRORS, parse_url, translate_error
 from .errors import InvalidArgument, TiermemError
 from .memory import ConversationMemory
 
 __all__ = [
+    "OneLineUsageGroup",
     "ProjectOption",
     "QuietOption",
     "UrlOption",
@@ -24,7 +31,9 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "listing",
     "open_memory",
+    "reflow_help",
     "reported",
 ]
 
@@ -96,6 +105,67 @@ def open_memory(
             memory.close()
 
 
+def listing(*columns: Column | str, expand: bool = False) -> Table:
+    """A table of listed things, with no vertical borders or edge padding: as many
+    characters as possible go to the data, so that 80 columns hold a listing."""
+    return Table(
+        *columns,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+        expand=expand,
+    )
+
+
 QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print nothing unless something fails (cron).")
 ]
+
+
+class OneLineUsageGroup(TyperGroup):
+    """The root command group: a usage error (an unknown option, a bad value, a
+    missing argument) is one line on stderr and exit code 2, the convention of
+    Click and argparse, instead of a boxed usage text."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except NoArgsIsHelpError as error:
+            error.show()  # the help itself, not an error
+            sys.exit(error.exit_code)
+        except UsageError as error:
+            where = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+            line = " ".join(error.format_message().split())
+            err_console.print(
+                f"[red]error:[/red] {escape(line)}{escape(where)}", soft_wrap=True, highlight=False
+            )
+            sys.exit(error.exit_code)
+        except typer.TyperException as error:
+            fail(error.format_message())
+        except typer.Abort:
+            err_console.print("[red]error:[/red] aborted", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def reflow_help(app: typer.Typer) -> None:
+    """Give every command of ``app`` (and of its sub-apps) its docstring as help with
+    each paragraph on one line, so that the terminal wraps it at its own width rather
+    than at the docstring's line breaks (which split sentences)."""
+    for command in app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            paragraphs = inspect.cleandoc(command.callback.__doc__).split("\n\n")
+            command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            reflow_help(group.typer_instance)

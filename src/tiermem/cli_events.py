@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from .cli_browse import empty_project_hint
 from .cli_common import ProjectOption, QuietOption, UrlOption, console, open_memory
 from .feed import ChangeEvent
 
@@ -62,6 +63,8 @@ def tail(
                 console.print(_line(event), markup=False, highlight=False, soft_wrap=True)
             if consumer is not None and events:
                 feed.ack(consumer, events[-1])
+            if not events and start is None:
+                empty_project_hint(memory, "events")  # only if the project has none
             return
         try:
             for event in feed.follow(consumer, after=after):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
     from ._core.context import MemoryContext
     from .memory import ConversationMemory
 
+#: How many scopes holding nothing a :class:`LayerRegistry` keeps (see there).
+MAX_IDLE_SCOPES = 256
+
 __all__ = [
     "DEFAULT_MAX_WORKING_ENTRIES",
     "KnowledgeEntry",
@@ -63,8 +67,9 @@ __all__ = [
     "LayerStats",
     "LayerType",
     "LayeredMemory",
-    "forget_scopes",
+    "MAX_IDLE_SCOPES",
     "Rule",
+    "forget_scopes",
     "prune_expired_items",
     "recalculate_item_tiers",
 ]
@@ -126,6 +131,12 @@ class LayeredMemory:
         ):
             self._state.pk = None
             self._state.working.clear()
+
+    def is_idle(self) -> bool:
+        """Whether the scope holds nothing in this process (no working items, the
+        default ``max_working_entries``), so that dropping this object loses nothing."""
+        working = self._state.working
+        return working.max_entries == DEFAULT_MAX_WORKING_ENTRIES and not working.snapshot()
 
     # ------------------------------------------------------------------ writing
 
@@ -289,12 +300,25 @@ class LayerRegistry:
 
     A ``ConversationMemory`` holds one, so every caller in the process that asks
     for a scope shares its working memory. Safe to use from several threads.
+
+    Scopes are names a caller chooses (an MCP client, one per user), so the
+    registry is bounded: beyond :data:`MAX_IDLE_SCOPES` it forgets the least
+    recently used scopes that hold nothing (no working items, the default
+    ``max_working_entries``); a forgotten scope is made anew, identical, on its
+    next use, and one a caller still holds is found again rather than doubled.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._scopes: dict[str, LayeredMemory] = {}
+        self._scopes: OrderedDict[str, LayeredMemory] = OrderedDict()
+        self._forgotten: weakref.WeakValueDictionary[str, LayeredMemory] = (
+            weakref.WeakValueDictionary()
+        )
         _REGISTRIES.add(self)
+
+    def __len__(self) -> int:
+        """How many scopes the registry keeps."""
+        return len(self._scopes)
 
     def after_fork(self) -> None:
         """Take a new lock in a forked child; the scopes stay."""
@@ -311,21 +335,41 @@ class LayerRegistry:
         """
         validate_scope(scope)
         with self._lock:
-            layered = self._scopes.get(scope)
+            layered = self._scopes.get(scope) or self._forgotten.pop(scope, None)
             if layered is None:
                 layered = LayeredMemory(context, scope, max_working_entries=max_working_entries)
-                self._scopes[scope] = layered
             elif max_working_entries is not None:
                 layered.max_working_entries = max_working_entries
+            self._scopes[scope] = layered
+            self._scopes.move_to_end(scope)
+            self._forget_idle()
             return layered
 
     def erased(self, context: MemoryContext, scopes: Iterable[str]) -> None:
         """Tell the :class:`LayeredMemory` of each of ``scopes`` that ``forget`` erased
         it in ``context``'s project (see :meth:`LayeredMemory.erased`)."""
         with self._lock:
-            found = [self._scopes[name] for name in scopes if name in self._scopes]
+            found = [
+                layered
+                for name in scopes
+                for layered in (self._scopes.get(name), self._forgotten.get(name))
+                if layered is not None
+            ]
         for layered in found:
             layered.erased(context)
+
+    def _forget_idle(self) -> None:
+        """Forget the least recently used idle scopes beyond the bound (a scope that
+        holds something is moved to the end instead, and checked once per call)."""
+        skipped = 0
+        while len(self._scopes) > MAX_IDLE_SCOPES and skipped < len(self._scopes):
+            name, oldest = next(iter(self._scopes.items()))
+            if not oldest.is_idle():
+                self._scopes.move_to_end(name)
+                skipped += 1
+                continue
+            del self._scopes[name]
+            self._forgotten[name] = oldest
 
 
 def forget_scopes(context: MemoryContext, scopes: Iterable[str]) -> None:

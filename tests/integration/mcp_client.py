@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
+import httpx2
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -46,22 +47,41 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def stdio(*args: str) -> Callable[[], AbstractAsyncContextManager[Streams]]:
-    """Connect by starting ``tiermem mcp args`` over stdio."""
+def stdio(
+    *args: str, env: dict[str, str] | None = None
+) -> Callable[[], AbstractAsyncContextManager[Streams]]:
+    """Connect by starting ``tiermem mcp args`` over stdio (with ``env`` added to its
+    environment)."""
     command = server_command(*args)
-    params = StdioServerParameters(command=command[0], args=command[1:], env=server_env())
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env={**server_env(), **(env or {})}
+    )
     return lambda: stdio_client(params)
 
 
 class HttpServer:
-    """``tiermem mcp --http 127.0.0.1:PORT args`` running as a subprocess."""
+    """``tiermem mcp --http HOST:PORT args`` running as a subprocess.
 
-    def __init__(self, *args: str) -> None:
+    Args:
+        host: the address to listen on, as ``--http`` takes it (``[::1]`` for IPv6).
+        env: more environment variables of the server.
+        token: the bearer token the client sends.
+    """
+
+    def __init__(
+        self,
+        *args: str,
+        host: str = "127.0.0.1",
+        env: dict[str, str] | None = None,
+        token: str | None = None,
+    ) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.host = host
+        self.token = token
+        self.url = f"http://{host}:{self.port}/mcp"
         self.process = subprocess.Popen(
-            server_command("--http", f"127.0.0.1:{self.port}", *args),
-            env={**os.environ, **server_env()},
+            server_command("--http", f"{host}:{self.port}", *args),
+            env={**os.environ, **server_env(), **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -71,7 +91,7 @@ class HttpServer:
             if self.process.poll() is not None:
                 raise AssertionError(f"server exited: {self.stderr()}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                socket.create_connection((host.strip("[]"), self.port), timeout=1).close()
                 return
             except OSError:
                 if time.monotonic() > deadline:
@@ -89,7 +109,7 @@ class HttpServer:
 
     def connect(self) -> AbstractAsyncContextManager[Streams]:
         """A streamable HTTP transport to the server."""
-        return _http_streams(self.url)
+        return _http_streams(self.url, self.token)
 
     def stop(self) -> None:
         """Terminate the server and wait for it."""
@@ -104,8 +124,16 @@ class HttpServer:
 
 
 @asynccontextmanager
-async def _http_streams(url: str) -> AsyncIterator[Streams]:
-    async with streamable_http_client(url) as streams:
+async def _http_streams(url: str, token: str | None) -> AsyncIterator[Streams]:
+    if token is None:
+        async with streamable_http_client(url) as streams:
+            yield streams[0], streams[1]
+        return
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=TIMEOUT) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
         yield streams[0], streams[1]
 
 

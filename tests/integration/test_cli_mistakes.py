@@ -199,7 +199,7 @@ def test_sessions_shows_the_tier_as_of_now(url: str) -> None:
     then = datetime.now(UTC) - timedelta(days=40)
     with ConversationMemory(url, clock=lambda: then) as memory:
         memory.add_user_message("old", "hello")
-    rows = {line.split()[1]: line.split()[3] for line in result_rows(url)}
+    rows = {row[0]: row[1] for row in result_rows(url)}
     assert rows == {"old": "expired", "s": "active"}
 
 
@@ -219,10 +219,22 @@ def test_looking_is_not_using(url: str) -> None:
     assert "deleted 1 expired" in pruned.stdout
 
 
-def result_rows(url: str) -> list[str]:
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of the rows of the first listing in ``text``: the lines after its
+    header's rule, up to the first blank line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line and set(line) <= {"─", " "})
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def result_rows(url: str) -> list[list[str]]:
     """The table rows ``tiermem sessions`` prints."""
-    result = runner.invoke(cli.app, ["sessions", "--url", url])
-    return [line for line in result.stdout.splitlines() if line.startswith("│")]
+    return table_rows(runner.invoke(cli.app, ["sessions", "--url", url]).stdout)
 
 
 def test_the_demo_says_where_its_data_went(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,7 +247,7 @@ def test_the_demo_says_where_its_data_went(tmp_path: Path, monkeypatch: pytest.M
     url = f"sqlite:///{path}"
     assert f"to {path}" in result.stdout and "budget 700 tokens" in result.stdout
     assert f"tiermem sessions --url {url} --project demo" in result.stdout
-    tiers = {line.split()[3] for line in result.stdout.splitlines() if line.startswith("│ ")}
+    tiers = {row[1] for row in table_rows(result.stdout)}
     assert {"active", "recent"} <= tiers
     listed = runner.invoke(cli.app, ["sessions", "--url", url, "--project", "demo"])
     assert "trip-planning" in listed.stdout

@@ -14,7 +14,10 @@ MAX_LINES = 600
 #: Private names of other libraries the storage package relies on: SQLAlchemy has
 #: no public test for an AUTOCOMMIT connection. The upper bound on SQLAlchemy in
 #: pyproject.toml keeps it to the versions this is tested with.
-THIRD_PARTY_PRIVATE = {("tiermem._storage.database", "_is_autocommit_isolation")}
+THIRD_PARTY_PRIVATE = {
+    ("tiermem._storage.database", "_is_autocommit_isolation"),
+    ("tiermem.mcp.transport", "_lowlevel_server"),  # the MCP SDK's, to filter its input
+}
 DRIVER_PACKAGES = ("sqlalchemy", "sqlmodel", "alembic")
 
 

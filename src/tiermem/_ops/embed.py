@@ -18,7 +18,7 @@ embedded text is its key or condition and its content (``key: content``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._core.context import MemoryContext
 from .._core.embedder import Embedder
@@ -154,10 +154,12 @@ def queue_items(ctx: MemoryContext, ids: Sequence[int]) -> None:
     _queue(ctx, ids, "item")
 
 
-def embed_missing(ctx: MemoryContext, batch: int = 256) -> Op[int]:
+def embed_missing(
+    ctx: MemoryContext, batch: int = 256, progress: Callable[[int], None] | None = None
+) -> Op[int]:
     """Embed every entry and every stored layer item of the project without a vector
     of the memory's model (new ones, or all after a model change); returns how many
-    vectors were stored.
+    vectors were stored. ``progress`` is called with that count after each batch.
 
     Raises:
         EmbeddingFailed: the model failed; the batches before were stored.
@@ -167,6 +169,8 @@ def embed_missing(ctx: MemoryContext, batch: int = 256) -> Op[int]:
         while True:
             read, stored = yield from embed(ctx, None, batch)
             total += stored
+            if progress is not None and stored:
+                progress(total)
             if read < batch:
                 break
     return total

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from .._core.files import read_at_most
 from .._core.messages import validate_session_id
 from ..errors import DatasetInvalid, InvalidSessionId
 
@@ -28,12 +29,15 @@ __all__ = [
     "Dataset",
     "Question",
     "Session",
+    "MAX_DATASET_BYTES",
     "Turn",
     "load_dataset",
     "parse_dataset",
 ]
 
 Role = Literal["user", "assistant"]
+#: The largest dataset file :func:`load_dataset` reads (the shipped ones are under 1 MB).
+MAX_DATASET_BYTES = 64 * 1024 * 1024
 _Item = TypeVar("_Item", "Conversation", "Session", "Question")
 
 
@@ -97,11 +101,15 @@ def load_dataset(path: str | Path) -> Dataset:
     """Read and validate a dataset file.
 
     Raises:
-        DatasetInvalid: the file cannot be read, is not UTF-8 JSON or breaks the schema.
+        DatasetInvalid: the file cannot be read, is larger than ``MAX_DATASET_BYTES``,
+            is not UTF-8 JSON or breaks the schema.
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_bytes())
+        raw = read_at_most(path, MAX_DATASET_BYTES)
+        if raw is None:
+            raise DatasetInvalid(f"{path} is larger than {MAX_DATASET_BYTES} bytes")
+        data = json.loads(raw)
     except OSError as error:
         raise DatasetInvalid(f"cannot read {path}: {error.strerror or error}") from error
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

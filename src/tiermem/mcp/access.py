@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -19,9 +20,21 @@ from .._storage.database import DRIVER_ERRORS, translate_error
 from ..errors import InvalidArgument, TiermemError
 from ..memory import ConversationMemory
 
-__all__ = ["MemoryTools", "peek_contexts", "to_message", "tool_error", "tool_result"]
+__all__ = [
+    "MAX_OTHER_PROJECTS",
+    "MemoryTools",
+    "peek_contexts",
+    "to_message",
+    "tool_error",
+    "tool_result",
+]
 
 T = TypeVar("T")
+
+#: How many memories of projects other than its own a server with ``all_projects``
+#: keeps; the least recently used one is closed when another is needed (its project
+#: gets a new memory on its next call).
+MAX_OTHER_PROJECTS = 16
 
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
@@ -62,7 +75,7 @@ class MemoryTools:
         self.memory = memory
         self.read_only = read_only
         self.all_projects = all_projects
-        self._others: dict[str, ConversationMemory] = {}
+        self._others: OrderedDict[str, ConversationMemory] = OrderedDict()
         self._lock = threading.Lock()
         self._tables_seen = False
 
@@ -77,20 +90,40 @@ class MemoryTools:
         Raises:
             InvalidArgument: another project, and the server serves only its own.
         """
+        memory, evicted = self._memory_and_evicted(project)
+        if evicted is not None:
+            evicted.close()
+        return memory
+
+    def _memory_and_evicted(
+        self, project: str | None
+    ) -> tuple[ConversationMemory, ConversationMemory | None]:
+        """The memory of ``project``, and the least recently used memory of another
+        project that it pushed out of the :data:`MAX_OTHER_PROJECTS` kept (the
+        caller closes it)."""
         if project is None or project == self.project:
-            return self.memory
+            return self.memory, None
         if not self.all_projects:
             raise InvalidArgument(
                 f"this server serves project {self.project!r} only, not {project!r}: "
                 "start it with --all-projects to reach every project"
             )
+        evicted = None
         with self._lock:
             other = self._others.get(project)
             if other is None:
                 base = self.memory
                 other = ConversationMemory(engine=base.engine, project=project, config=base.config)
                 self._others[project] = other
-            return other
+                if len(self._others) > MAX_OTHER_PROJECTS:
+                    evicted = self._others.popitem(last=False)[1]
+            self._others.move_to_end(project)
+        return other, evicted
+
+    @property
+    def kept_projects(self) -> int:
+        """How many memories of other projects the server keeps."""
+        return len(self._others)
 
     def _check_tables(self) -> None:
         """A read-only server never creates tiermem's tables: refuse a database
@@ -111,7 +144,10 @@ class MemoryTools:
         """Run ``work`` on the memory of ``project`` and present its result; a
         tiermem or database error becomes a tool error."""
         try:
-            memory = self.memory_for(project)
+            memory, evicted = self._memory_and_evicted(project)
+            if evicted is not None:
+                # Closing drains its background work: not on the event loop.
+                await asyncio.to_thread(evicted.close)
             if self.read_only:
                 await asyncio.to_thread(self._check_tables)
             value = await work(memory)

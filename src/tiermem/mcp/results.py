@@ -41,6 +41,7 @@ __all__ = [
     "fact_out",
     "item_out",
     "memory_stats",
+    "plural",
     "rule_out",
 ]
 
@@ -327,6 +328,11 @@ def entry_line(entry: EntryOut) -> str:
     return f"[{entry.session_id} #{entry.seq}] {entry.role}: {entry.content}"
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 hit``, ``2 hits`` (``nouns``: an irregular plural, ``1 entry``, ``2 entries``)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def _share(count: int, total: int) -> float:
     return count / total if total else 0.0
 
@@ -336,13 +342,14 @@ def memory_stats(project: str, tiers: TierStats) -> MemoryStatsOut:
     hints: list[str] = []
     prune = False
     for expired, total, what in (
-        (tiers.expired, tiers.total, "sessions"),
-        (tiers.expired_items, tiers.items, "layer items"),
+        (tiers.expired, tiers.total, "session"),
+        (tiers.expired_items, tiers.items, "layer item"),
     ):
         if expired and expired >= EXPIRED_HINT_SHARE * total:
             prune = True
+            verb = "is" if expired == 1 else "are"
             hints.append(
-                f"{expired} {what} ({_share(expired, total):.1%}) are expired: "
+                f"{plural(expired, what)} ({_share(expired, total):.1%}) {verb} expired: "
                 "prune_expired_contexts deletes them"
             )
     if not tiers.total and not tiers.items:

@@ -28,11 +28,13 @@ import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from .._ops.tiers import DEFAULT_LOAD_LIMIT
+from ..errors import InvalidArgument
 from ..layer_models import KnowledgeEntry, LayerItem, Rule
 from ..memory import ConversationMemory
 from ..types import MemoryEntry, TierStats
@@ -62,6 +64,7 @@ from .results import (
     fact_out,
     item_out,
     memory_stats,
+    plural,
     rule_out,
 )
 
@@ -114,6 +117,36 @@ _FOLDING = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
 )
 
+
+def argument_problem(tool: str, error: ValidationError) -> InvalidArgument:
+    """The arguments' validation error in tiermem's words: each field, what is wrong
+    and the value given (shortened), without pydantic's type codes and links."""
+    problems = []
+    for detail in error.errors():
+        where = ".".join(str(part) for part in detail["loc"]) or "arguments"
+        problem = f"{where}: {detail['msg']}"
+        if detail["type"] != "missing":
+            given = repr(detail.get("input"))
+            problem += f", got {given if len(given) <= 60 else given[:57] + '...'}"
+        problems.append(problem)
+    return InvalidArgument(f"bad arguments for {tool}: " + "; ".join(problems))
+
+
+class _Server(MCPServer[Any]):
+    """The SDK's server, with argument errors reported as tiermem's errors are
+    (``InvalidArgument: ...``) instead of pydantic's text."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if isinstance(error.__cause__, ValidationError):
+                return tool_error(argument_problem(name, error.__cause__))
+            raise
+
+
 # ---------------------------------------------------------------- input types
 
 Project = Annotated[
@@ -136,7 +169,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         tools: the memories, and the read-only and all-projects switches.
         name: the server's name in the MCP handshake.
     """
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         name,
         instructions=(
             "Tiered conversation memory: sessions of messages (add_message, get_context, "
@@ -172,11 +205,11 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         def present(memory: ConversationMemory, tiers: TierStats) -> tuple[BaseModel, str]:
             out = memory_stats(memory.project, tiers)
             lines = [
-                f"project {out.project!r}: {out.total} sessions (active {out.active}, recent "
-                f"{out.recent}, archived {out.archived}, expired {out.expired}); "
-                f"{out.items} layer items (active {out.active_items}, recent "
-                f"{out.recent_items}, archived {out.archived_items}, expired "
-                f"{out.expired_items})",
+                f"project {out.project!r}: {plural(out.total, 'session')} (active "
+                f"{out.active}, recent {out.recent}, archived {out.archived}, expired "
+                f"{out.expired}); {plural(out.items, 'layer item')} (active "
+                f"{out.active_items}, recent {out.recent_items}, archived "
+                f"{out.archived_items}, expired {out.expired_items})",
                 *(f"! {hint}" for hint in out.hints),
             ]
             return out, "\n".join(lines)
@@ -192,7 +225,8 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
 
         def present(memory: ConversationMemory, count: int) -> tuple[BaseModel, str]:
             out = RecalculateOut(project=memory.project, updated=count)
-            return out, f"{count} sessions and layer items of {out.project!r} changed tier"
+            what = plural(count, "session or layer item", "sessions and layer items")
+            return out, f"{what} of {out.project!r} changed tier"
 
         return await tools.call(project, lambda m: m.arecalculate_tiers(), present)
 
@@ -212,8 +246,12 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
         def present(memory: ConversationMemory, count: int) -> tuple[BaseModel, str]:
             out = PruneOut(project=memory.project, deleted=count, dry_run=dry_run)
             verb = "would delete" if dry_run else "deleted"
-            what = "expired sessions, layer items and documents"
-            return out, f"{verb} {count} {what} of {out.project!r}"
+            what = plural(
+                count,
+                "expired session, layer item or document",
+                "expired sessions, layer items and documents",
+            )
+            return out, f"{verb} {what} of {out.project!r}"
 
         return await tools.call(
             project, lambda m: m.aprune_expired(limit=limit, dry_run=dry_run), present
@@ -252,8 +290,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
                 )
                 for item in loaded
             ]
-            noun = "session" if len(sessions) == 1 else "sessions"
-            parts = [f"{len(sessions)} {noun} of project {memory.project!r}"]
+            parts = [f"{plural(len(sessions), 'session')} of project {memory.project!r}"]
             parts += [f"## {s.session_id} ({s.tier})\n{s.context}" for s in sessions]
             return LoadContextOut(project=memory.project, sessions=sessions), "\n\n".join(parts)
 
@@ -308,7 +345,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
 
         def present(memory: ConversationMemory, hits: list[Any]) -> tuple[BaseModel, str]:
             out = [SearchHitOut(score=hit.score, entry=entry_out(hit.entry)) for hit in hits]
-            lines = [f"{len(out)} hits"] + [
+            lines = [plural(len(out), "hit")] + [
                 f"{hit.score:.3f} {entry_line(hit.entry)}" for hit in out
             ]
             return SearchOut(hits=out), "\n".join(lines)
@@ -326,7 +363,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
             memory: ConversationMemory, entries: list[MemoryEntry]
         ) -> tuple[BaseModel, str]:
             out = [entry_out(entry) for entry in entries]
-            lines = [f"summary {summary_id} covers {len(out)} entries"]
+            lines = [f"summary {summary_id} covers {plural(len(out), 'entry', 'entries')}"]
             lines += [entry_line(entry) for entry in out]
             return ExpandOut(summary_id=summary_id, entries=out), "\n".join(lines)
 
@@ -365,7 +402,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
 
         def present(memory: ConversationMemory, hits: list[Any]) -> tuple[BaseModel, str]:
             out = [LayerHitOut(score=hit.score, item=item_out(hit.item)) for hit in hits]
-            lines = [f"{len(out)} hits in {layer}"]
+            lines = [f"{plural(len(out), 'hit')} in {layer}"]
             lines += [f"{hit.score:.3f} [{hit.item.id}] {hit.item.content}" for hit in out]
             return LayerSearchOut(hits=out), "\n".join(lines)
 
@@ -439,7 +476,7 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
 
         def present(memory: ConversationMemory, rules: list[Rule]) -> tuple[BaseModel, str]:
             out = [rule_out(rule) for rule in rules]
-            lines = [f"{len(out)} rules"]
+            lines = [plural(len(out), "rule")]
             lines += [f"{r.score:.3f} when {r.condition}: {r.action}" for r in out]
             return RulesOut(rules=out), "\n".join(lines)
 
@@ -490,9 +527,11 @@ def build_server(tools: MemoryTools, *, name: str = "tiermem") -> MCPServer[Any]
                 total_storage_bytes=stats.total_storage_bytes,
             )
             return out, (
-                f"scope {scope!r}: {out.working_memory_tokens} working tokens, "
-                f"{out.episodic_entry_count} episodes, {out.semantic_entry_count} facts, "
-                f"{out.procedural_rule_count} rules, {out.total_storage_bytes} bytes"
+                f"scope {scope!r}: {plural(out.working_memory_tokens, 'working token')}, "
+                f"{plural(out.episodic_entry_count, 'episode')}, "
+                f"{plural(out.semantic_entry_count, 'fact')}, "
+                f"{plural(out.procedural_rule_count, 'rule')}, "
+                f"{plural(out.total_storage_bytes, 'byte')}"
             )
 
         return await tools.call(project, lambda m: m.layers(scope).aget_stats(), present)
