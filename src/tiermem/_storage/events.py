@@ -4,12 +4,22 @@ retention, and waiting for new events.
 
 A position is ``(xid, id)``. On SQLite writers are serialized, so ``xid`` is
 always 0 and ids follow commit order. On PostgreSQL ids follow the order
-``nextval`` was called, not commit order, so a reader takes only the events of
-transactions older than the oldest transaction still running
-(``pg_snapshot_xmin``): every event that commits later has a larger ``xid`` than
-those, hence a later position. A session's writers lock its row before their
-first write, when PostgreSQL gives a transaction its ``xid``, so a session's
-events are delivered in commit order.
+``nextval`` was called, not commit order, so an event's ``xid`` is an ordering
+transaction id, :data:`ORDER_XID`: the writer's own transaction id or, when
+larger, the ``xmax`` of the snapshot of the statement that writes the event (one
+more than the newest transaction that had completed when it started). A reader
+takes only the events whose ``xid`` is older than the oldest transaction still
+running (``pg_snapshot_xmin``): an event's ``xid`` is never below its writer's own
+id, so an event that commits later has a larger ``xid`` than those, hence a later
+position.
+
+Within a session (or a document of the store) events come in commit order:
+writers lock the session's row (the document's) before they write its events, in
+an earlier statement, so the events of a writer that committed first are in a
+completed transaction older than the ``xmax`` of the next writer's statement. The
+writer's own transaction id alone would not do: PostgreSQL gives it to an UPDATE
+or DELETE before it waits for the row's lock, so a writer that waited longer would
+be delivered first.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ __all__ = [
     "AsyncListener",
     "EntryEvents",
     "Listener",
+    "ORDER_XID",
     "NewEvent",
     "StoredEvent",
     "acknowledge",
@@ -89,6 +100,15 @@ class EntryEvents:
     created_at: Any
 
 
+#: PostgreSQL: the ``xid`` of the events a statement writes (see the module's
+#: docstring), computed once per statement. Write events in a statement that starts
+#: after the locks that order them are held.
+ORDER_XID = (
+    "(SELECT GREATEST(pg_current_xact_id()::text::bigint, "
+    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint))"
+)
+
+
 def insert_for_entries(
     conn: Connection, announced: EntryEvents, parts: Sequence[tuple[str, str]], ids: Sequence[int]
 ) -> None:
@@ -117,7 +137,7 @@ def entry_events_sql(
     sql = (
         "announced AS (INSERT INTO tiermem_event "
         "(xid, project, session_id, kind, payload, created_at) "
-        "SELECT pg_current_xact_id()::text::bigint, %s, %s, %s, "
+        f"SELECT {ORDER_XID}, %s, %s, %s, "
         f"p.head || new.id::text || p.tail, {'now()' if server_time else '%s'} "
         f"FROM new JOIN (VALUES {rows}) AS p(seq, head, tail) USING (seq) ORDER BY seq)"
     )
@@ -153,9 +173,7 @@ def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any)
     # One multi-row INSERT sent as written: compiling a statement per call costs more
     # Python time than the round trip, and a turn's appends all pay it.
     server_time = not isinstance(now, datetime)
-    value = "(pg_current_xact_id()::text::bigint, %s, %s, %s, %s, {})".format(
-        "now()" if server_time else "%s"
-    )
+    value = f"(%s, %s, %s, %s, {'now()' if server_time else '%s'})"
     for start in range(0, len(events), _PG_ROWS):
         chunk = events[start : start + _PG_ROWS]
         args: list[Any] = []
@@ -163,14 +181,17 @@ def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any)
             args += (project, event.session_id, event.kind, event.payload)
             if not server_time:
                 args.append(now)
-        conn.exec_driver_sql(_PG_INSERT + ", ".join([value] * len(chunk)), tuple(args))
+        values = ", ".join([value] * len(chunk))
+        conn.exec_driver_sql(f"{_PG_INSERT} (VALUES {values}) AS v", tuple(args))
 
 
 #: Rows per INSERT on PostgreSQL (a statement takes at most 65,535 parameters).
 _PG_ROWS = 1_000
 
+#: The ordering ``xid`` is one subquery per statement, not per row.
 _PG_INSERT = (
-    "INSERT INTO tiermem_event (xid, project, session_id, kind, payload, created_at) VALUES "
+    "INSERT INTO tiermem_event (xid, project, session_id, kind, payload, created_at) "
+    f"SELECT {ORDER_XID}, v.* FROM"
 )
 
 
