@@ -11,6 +11,11 @@ events handled but not acknowledged before a crash are delivered again. Events
 come in commit order within a session; events of different sessions may
 interleave differently from their commit order.
 
+A follower whose PostgreSQL listening connection drops (a server restart, a
+terminated backend) opens a new one, with a bounded backoff, and goes on after the
+last event it yielded; only when the server stays unreachable does it raise
+:class:`~tiermem.errors.StorageUnavailable`.
+
 On PostgreSQL an event is delivered once every transaction that started before
 it has ended, so a long transaction anywhere on the server (an idle session
 inside ``BEGIN``, a long report) delays the feed, never loses an event.
@@ -239,6 +244,12 @@ class ChangeFeed:
                 rate; PostgreSQL is woken by notifications sooner).
             batch: events read per query.
             idle_timeout: stop after this many seconds without an event.
+
+        Raises:
+            StorageUnavailable: the database cannot be reached. A dropped
+                PostgreSQL listening connection is opened again, with a bounded
+                backoff (about 8 s in all), and following goes on after the last
+                event yielded; this is raised only when that fails.
         """
         cursor = _Cursor(self._context.project, poll_interval, batch, idle_timeout)
         listener = events.Listener(self._context.database.engine)  # before the first read

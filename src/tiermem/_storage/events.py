@@ -34,6 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..errors import StorageUnavailable
 from ..types import MemoryEntry
 from . import _fast as _driver
 from .event_schema import NOTIFY_CHANNEL, consumer_table, event_table
@@ -273,27 +274,88 @@ def _conninfo(engine: Engine) -> str:
     return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+#: A follower whose LISTEN connection drops (a server restart, ``pg_terminate_backend``)
+#: opens a new one: at once, then after pauses of :data:`LISTEN_BACKOFF` seconds
+#: doubling up to :data:`LISTEN_BACKOFF_MAX`, :data:`LISTEN_ATTEMPTS` attempts in all
+#: (about 8 s); then it raises :class:`~tiermem.errors.StorageUnavailable`.
+LISTEN_ATTEMPTS = 8
+LISTEN_BACKOFF = 0.1
+LISTEN_BACKOFF_MAX = 2.0
+
+
+def _pauses() -> list[float]:
+    """The pause before each attempt to open a LISTEN connection."""
+    return [0.0] + [
+        min(LISTEN_BACKOFF * 2**attempt, LISTEN_BACKOFF_MAX)
+        for attempt in range(LISTEN_ATTEMPTS - 1)
+    ]
+
+
+def _unavailable(error: BaseException | None) -> StorageUnavailable:
+    return StorageUnavailable(
+        f"the change feed's listening connection could not be opened after "
+        f"{LISTEN_ATTEMPTS} attempts: {error}"
+    )
+
+
 class Listener:
     """Waits for PostgreSQL's notification that events committed; on SQLite it just
-    sleeps, and the follower polls."""
+    sleeps, and the follower polls.
+
+    A dropped connection is opened again (see :data:`LISTEN_ATTEMPTS`); :meth:`wait`
+    then returns, so the follower reads from where it is: events are rows, and what
+    committed while nobody listened is read like the rest.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self._conn: Any = None
+        self._conninfo: str | None = None
         if engine.dialect.name == "postgresql":
-            import psycopg  # the postgres extra: present whenever the engine is PostgreSQL
+            self._conninfo = _conninfo(engine)
+            self._conn = self._open(self._conninfo)
 
-            self._conn = psycopg.connect(_conninfo(engine), autocommit=True)
-            self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+    def _open(self, conninfo: str) -> Any:
+        import psycopg  # the postgres extra: present whenever the engine is PostgreSQL
+
+        error: BaseException | None = None
+        for pause in _pauses():
+            time.sleep(pause)
+            try:
+                conn = psycopg.connect(conninfo, autocommit=True)
+            except psycopg.Error as exc:
+                error = exc
+                continue
+            try:
+                conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            except psycopg.Error as exc:
+                conn.close()
+                error = exc
+                continue
+            return conn
+        raise _unavailable(error) from error
 
     def wait(self, timeout: float) -> None:
-        """Return when events may have committed, or after ``timeout`` seconds."""
-        if self._conn is None:
+        """Return when events may have committed, or after ``timeout`` seconds.
+
+        Raises:
+            StorageUnavailable: the connection dropped and could not be opened again.
+        """
+        if self._conninfo is None:
             time.sleep(timeout)
             return
-        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-            pass
-        for _ in self._conn.notifies(timeout=0):  # the rest: one read serves them all
-            pass
+        if self._conn is None:  # an earlier attempt to open it failed
+            self._conn = self._open(self._conninfo)
+            return
+        import psycopg
+
+        try:
+            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                pass
+            for _ in self._conn.notifies(timeout=0):  # the rest: one read serves them all
+                pass
+        except psycopg.Error:
+            self.close()
+            self._conn = self._open(self._conninfo)
 
     def close(self) -> None:
         """Stop listening."""
@@ -307,24 +369,60 @@ class AsyncListener:
 
     def __init__(self) -> None:
         self._conn: Any = None
+        self._conninfo: str | None = None
 
     async def start(self, engine: Engine) -> None:
-        """Start listening (PostgreSQL only)."""
-        if engine.dialect.name == "postgresql":
-            import psycopg
+        """Start listening (PostgreSQL only).
 
-            self._conn = await psycopg.AsyncConnection.connect(_conninfo(engine), autocommit=True)
-            await self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        Raises:
+            StorageUnavailable: the connection could not be opened.
+        """
+        if engine.dialect.name == "postgresql":
+            self._conninfo = _conninfo(engine)
+            self._conn = await self._open(self._conninfo)
+
+    async def _open(self, conninfo: str) -> Any:
+        import psycopg
+
+        error: BaseException | None = None
+        for pause in _pauses():
+            await asyncio.sleep(pause)
+            try:
+                conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+            except psycopg.Error as exc:
+                error = exc
+                continue
+            try:
+                await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            except psycopg.Error as exc:
+                await conn.close()
+                error = exc
+                continue
+            return conn
+        raise _unavailable(error) from error
 
     async def wait(self, timeout: float) -> None:
-        """Return when events may have committed, or after ``timeout`` seconds."""
-        if self._conn is None:
+        """Return when events may have committed, or after ``timeout`` seconds.
+
+        Raises:
+            StorageUnavailable: the connection dropped and could not be opened again.
+        """
+        if self._conninfo is None:
             await asyncio.sleep(timeout)
             return
-        async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-            pass
-        async for _ in self._conn.notifies(timeout=0):
-            pass
+        if self._conn is None:  # an earlier attempt to open it failed
+            self._conn = await self._open(self._conninfo)
+            return
+        import psycopg
+
+        try:
+            async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                pass
+            async for _ in self._conn.notifies(timeout=0):
+                pass
+        except psycopg.Error:
+            await self.close()
+            self._conn = await self._open(self._conninfo)
 
     async def close(self) -> None:
         """Stop listening."""
