@@ -8,8 +8,12 @@ them with :meth:`ChangeFeed.changes`, or follow them with
 SQLite followers poll an index). A follower with a ``consumer`` name starts
 after that consumer's last acknowledged event, so delivery is at least once:
 events handled but not acknowledged before a crash are delivered again. Events
-come in commit order within a session; events of different sessions may
-interleave differently from their commit order.
+come in commit order within a session, and the LangGraph store's events in commit
+order per document (namespace and key), so a consumer that mirrors the store by
+replaying ``document:put`` and ``document:deleted`` holds what the store holds.
+Events of different sessions (or documents) may interleave differently from their
+commit order. Changes that lock the same row are in commit order in general: an
+event's place is taken by the statement that writes it, after that lock is held.
 
 A follower whose PostgreSQL listening connection drops (a server restart, a
 terminated backend) opens a new one, with a bounded backoff, and goes on after the
@@ -205,7 +209,9 @@ class ChangeFeed:
     ) -> None:
         """Write the event of an extension's own change in the caller's transaction
         (``conn``, from ``memory.database.run``), so it commits or rolls back with
-        the change (nothing when the feed is off)."""
+        the change (nothing when the feed is off). Record it after the statements
+        that lock what the change wrote: events of changes serialized by one lock
+        then come in their commit order."""
         pending = [(kind, {"session_id": session_id, "payload": dict(payload)})]
         ops.record(self._context, conn, pending)
 
