@@ -169,3 +169,27 @@ def test_an_async_server_that_stays_away_is_a_typed_error(
 
     asyncio.run(scenario())
     assert len(attempts) == events.LISTEN_ATTEMPTS
+
+
+def test_follow_survives_losing_every_connection(
+    memory: ConversationMemory, listeners: list[Any]
+) -> None:
+    """The listening connection and the memory's pooled ones are all terminated, as
+    a server restart does: the follower goes on with the next event."""
+    memory.add_user_message("s", "one")
+    follower = cast(Generator[ChangeEvent], memory.feed.follow(poll_interval=0.05, idle_timeout=30))
+    try:
+        first = next(follower)
+        with memory.engine.connect() as conn:
+            pooled = conn.exec_driver_sql(
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE application_name = current_setting('application_name')"
+            ).scalars()
+            pids = [*pooled, _backend(listeners[0])]
+        for pid in pids:
+            terminate(pid)
+        memory.add_user_message("t", "two")
+        second = next(follower)
+        assert [(first.session_id, second.session_id)] == [("s", "t")]
+    finally:
+        follower.close()
