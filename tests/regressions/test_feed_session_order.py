@@ -19,9 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory
+from tiermem._storage import events
 from tiermem.feed import ChangeEvent
 
-from ..conftest import MemoryFactory
+from ..conftest import MemoryFactory, pg_engine_for
 
 
 def _settled(memory: ConversationMemory) -> list[ChangeEvent]:
@@ -160,3 +161,24 @@ def test_concurrent_writers_deliver_each_session_in_seq_order(
     for session in sessions:
         stored = [entry.seq for entry in memory.get_entries(session)]
         assert mirror.get(session, []) == stored
+
+
+def test_an_ordering_id_is_one_already_given_out(pg_schema: str) -> None:
+    """A writer whose own transaction id is older than one that completed since takes
+    that completed id as its events' ordering id, never the next id not yet given
+    out: its events would then wait for some later transaction to be delivered, and
+    on a server with no other writes they would never be (PostgreSQL)."""
+    engine = pg_engine_for(pg_schema)
+    try:
+        with engine.connect() as writer, writer.begin():
+            own = writer.exec_driver_sql("SELECT pg_current_xact_id()::text::bigint").scalar_one()
+            with engine.begin() as other:
+                newer = other.exec_driver_sql(
+                    "SELECT pg_current_xact_id()::text::bigint"
+                ).scalar_one()
+            order, unassigned = writer.exec_driver_sql(
+                f"SELECT {events.ORDER_XID}, pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+            ).one()
+        assert own < newer <= order < unassigned
+    finally:
+        engine.dispose()

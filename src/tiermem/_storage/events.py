@@ -6,20 +6,23 @@ A position is ``(xid, id)``. On SQLite writers are serialized, so ``xid`` is
 always 0 and ids follow commit order. On PostgreSQL ids follow the order
 ``nextval`` was called, not commit order, so an event's ``xid`` is an ordering
 transaction id, :data:`ORDER_XID`: the writer's own transaction id or, when
-larger, the ``xmax`` of the snapshot of the statement that writes the event (one
-more than the newest transaction that had completed when it started). A reader
-takes only the events whose ``xid`` is older than the oldest transaction still
-running (``pg_snapshot_xmin``): an event's ``xid`` is never below its writer's own
-id, so an event that commits later has a larger ``xid`` than those, hence a later
-position.
+larger, the newest one that had completed when the statement writing the event
+started (its snapshot's ``xmax`` less one). A reader takes only the events whose
+``xid`` is older than the oldest transaction still running (``pg_snapshot_xmin``):
+an event's ``xid`` is never below its writer's own id, so an event that commits
+later has a larger ``xid`` than those, hence a later position. And it is always
+an id some transaction has already been given, so once the writer and every
+older transaction ended, its events are delivered without waiting for any other
+write.
 
 Within a session (or a document of the store) events come in commit order:
 writers lock the session's row (the document's) before they write its events, in
-an earlier statement, so the events of a writer that committed first are in a
-completed transaction older than the ``xmax`` of the next writer's statement. The
-writer's own transaction id alone would not do: PostgreSQL gives it to an UPDATE
-or DELETE before it waits for the row's lock, so a writer that waited longer would
-be delivered first.
+an earlier statement, so a writer that committed first has an id, and events with
+an ordering id, no newer than the newest transaction completed when the next
+writer's statement starts; equal ordering ids follow the event ids, which the next
+writer takes after that. The writer's own transaction id alone would not do:
+PostgreSQL gives it to an UPDATE or DELETE before it waits for the row's lock, so a
+writer that waited longer would be delivered first.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ __all__ = [
     "AsyncListener",
     "EntryEvents",
     "Listener",
-    "ORDER_XID",
     "NewEvent",
+    "ORDER_XID",
     "StoredEvent",
     "acknowledge",
     "consumer_position",
@@ -106,7 +109,7 @@ class EntryEvents:
 #: after the locks that order them are held.
 ORDER_XID = (
     "(SELECT GREATEST(pg_current_xact_id()::text::bigint, "
-    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint))"
+    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1))"
 )
 
 
