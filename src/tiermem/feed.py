@@ -8,8 +8,17 @@ them with :meth:`ChangeFeed.changes`, or follow them with
 SQLite followers poll an index). A follower with a ``consumer`` name starts
 after that consumer's last acknowledged event, so delivery is at least once:
 events handled but not acknowledged before a crash are delivered again. Events
-come in commit order within a session; events of different sessions may
-interleave differently from their commit order.
+come in commit order within a session, and the LangGraph store's events in commit
+order per document (namespace and key), so a consumer that mirrors the store by
+replaying ``document:put`` and ``document:deleted`` holds what the store holds.
+Events of different sessions (or documents) may interleave differently from their
+commit order. Changes that lock the same row are in commit order in general: an
+event's place is taken by the statement that writes it, after that lock is held.
+
+A follower whose PostgreSQL listening connection drops (a server restart, a
+terminated backend) opens a new one, with a bounded backoff, and goes on after the
+last event it yielded; only when the server stays unreachable does it raise
+:class:`~tiermem.errors.StorageUnavailable`.
 
 On PostgreSQL an event is delivered once every transaction that started before
 it has ended, so a long transaction anywhere on the server (an idle session
@@ -204,7 +213,9 @@ class ChangeFeed:
     ) -> None:
         """Write the event of an extension's own change in the caller's transaction
         (``conn``, from ``memory.database.run``), so it commits or rolls back with
-        the change (nothing when the feed is off)."""
+        the change (nothing when the feed is off). Record it after the statements
+        that lock what the change wrote: events of changes serialized by one lock
+        then come in their commit order."""
         pending = [(kind, {"session_id": session_id, "payload": dict(payload)})]
         ops.record(self._context, conn, pending)
 
@@ -243,6 +254,12 @@ class ChangeFeed:
                 rate; PostgreSQL is woken by notifications sooner).
             batch: events read per query.
             idle_timeout: stop after this many seconds without an event.
+
+        Raises:
+            StorageUnavailable: the database cannot be reached. A dropped
+                PostgreSQL listening connection is opened again, with a bounded
+                backoff (about 8 s in all), and following goes on after the last
+                event yielded; this is raised only when that fails.
         """
         cursor = _Cursor(self._context.project, poll_interval, batch, idle_timeout)
         listener = events.Listener(self._context.database.engine)  # before the first read

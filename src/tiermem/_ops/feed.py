@@ -210,11 +210,15 @@ def acknowledge(ctx: MemoryContext, consumer: str, position: Position) -> Op[Non
 
 def prune_events(ctx: MemoryContext, older_than: timedelta | None) -> Op[int]:
     """Delete the events older than ``older_than`` (default: the configured
-    ``event_retention``), :data:`PRUNE_BATCH` per transaction; the number deleted."""
+    ``event_retention``), :data:`PRUNE_BATCH` per transaction; the number deleted.
+
+    The age is measured on the clock that stamped the events: PostgreSQL's ``now()``
+    when the memory has no injected clock (a host whose clock runs ahead must not
+    delete what was written a moment ago), else the memory's clock."""
     age = ctx.config.event_retention if older_than is None else older_than
     if not isinstance(age, timedelta) or age < timedelta(0):
         raise InvalidArgument(f"older_than must be a non-negative timedelta, got {age!r}")
-    before = ctx.now() - age
+    before = ctx.moment() - age
     removed = 0
     while True:
         count = yield from ctx.transact(

@@ -1,12 +1,14 @@
 """The tables of the change feed (:mod:`tiermem.feed`).
 
 * ``tiermem_event``: one row per change, written in the transaction of the
-  change itself. ``id`` comes from a sequence and is never reused; ``xid`` is
-  the writing transaction's id on PostgreSQL (``0`` on SQLite). Readers deliver
-  events in ``(xid, id)`` order and, on PostgreSQL, only those of transactions
-  older than every transaction still running, so an event that commits later
-  can never sort before one already delivered (a sequence hands out ids in
-  call order, not commit order). ``payload`` is the event's JSON.
+  change itself. ``id`` comes from a sequence and is never reused; ``xid`` is an
+  ordering transaction id on PostgreSQL (the writing transaction's id, or a newer
+  one its statement saw completed: :data:`tiermem._storage.events.ORDER_XID`;
+  ``0`` on SQLite). Readers deliver events in ``(xid, id)`` order and, on
+  PostgreSQL, only those whose ``xid`` is older than every transaction still
+  running, so an event that commits later can never sort before one already
+  delivered (a sequence hands out ids in call order, not commit order).
+  ``payload`` is the event's JSON.
 * ``tiermem_consumer``: the acknowledged position of each named consumer.
 
 On PostgreSQL a statement trigger sends ``NOTIFY tiermem_event`` when events are

@@ -4,12 +4,25 @@ retention, and waiting for new events.
 
 A position is ``(xid, id)``. On SQLite writers are serialized, so ``xid`` is
 always 0 and ids follow commit order. On PostgreSQL ids follow the order
-``nextval`` was called, not commit order, so a reader takes only the events of
-transactions older than the oldest transaction still running
-(``pg_snapshot_xmin``): every event that commits later has a larger ``xid`` than
-those, hence a later position. A session's writers lock its row before their
-first write, when PostgreSQL gives a transaction its ``xid``, so a session's
-events are delivered in commit order.
+``nextval`` was called, not commit order, so an event's ``xid`` is an ordering
+transaction id, :data:`ORDER_XID`: the writer's own transaction id or, when
+larger, the newest one that had completed when the statement writing the event
+started (its snapshot's ``xmax`` less one). A reader takes only the events whose
+``xid`` is older than the oldest transaction still running (``pg_snapshot_xmin``):
+an event's ``xid`` is never below its writer's own id, so an event that commits
+later has a larger ``xid`` than those, hence a later position. And it is always
+an id some transaction has already been given, so once the writer and every
+older transaction ended, its events are delivered without waiting for any other
+write.
+
+Within a session (or a document of the store) events come in commit order:
+writers lock the session's row (the document's) before they write its events, in
+an earlier statement, so a writer that committed first has an id, and events with
+an ordering id, no newer than the newest transaction completed when the next
+writer's statement starts; equal ordering ids follow the event ids, which the next
+writer takes after that. The writer's own transaction id alone would not do:
+PostgreSQL gives it to an UPDATE or DELETE before it waits for the row's lock, so a
+writer that waited longer would be delivered first.
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ..errors import StorageUnavailable
 from ..types import MemoryEntry
 from . import _fast as _driver
 from .event_schema import NOTIFY_CHANNEL, consumer_table, event_table
@@ -34,6 +48,7 @@ __all__ = [
     "EntryEvents",
     "Listener",
     "NewEvent",
+    "ORDER_XID",
     "StoredEvent",
     "acknowledge",
     "consumer_position",
@@ -89,6 +104,15 @@ class EntryEvents:
     created_at: Any
 
 
+#: PostgreSQL: the ``xid`` of the events a statement writes (see the module's
+#: docstring), computed once per statement. Write events in a statement that starts
+#: after the locks that order them are held.
+ORDER_XID = (
+    "(SELECT GREATEST(pg_current_xact_id()::text::bigint, "
+    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1))"
+)
+
+
 def insert_for_entries(
     conn: Connection, announced: EntryEvents, parts: Sequence[tuple[str, str]], ids: Sequence[int]
 ) -> None:
@@ -117,7 +141,7 @@ def entry_events_sql(
     sql = (
         "announced AS (INSERT INTO tiermem_event "
         "(xid, project, session_id, kind, payload, created_at) "
-        "SELECT pg_current_xact_id()::text::bigint, %s, %s, %s, "
+        f"SELECT {ORDER_XID}, %s, %s, %s, "
         f"p.head || new.id::text || p.tail, {'now()' if server_time else '%s'} "
         f"FROM new JOIN (VALUES {rows}) AS p(seq, head, tail) USING (seq) ORDER BY seq)"
     )
@@ -153,9 +177,7 @@ def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any)
     # One multi-row INSERT sent as written: compiling a statement per call costs more
     # Python time than the round trip, and a turn's appends all pay it.
     server_time = not isinstance(now, datetime)
-    value = "(pg_current_xact_id()::text::bigint, %s, %s, %s, %s, {})".format(
-        "now()" if server_time else "%s"
-    )
+    value = f"(%s, %s, %s, %s, {'now()' if server_time else '%s'})"
     for start in range(0, len(events), _PG_ROWS):
         chunk = events[start : start + _PG_ROWS]
         args: list[Any] = []
@@ -163,14 +185,17 @@ def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any)
             args += (project, event.session_id, event.kind, event.payload)
             if not server_time:
                 args.append(now)
-        conn.exec_driver_sql(_PG_INSERT + ", ".join([value] * len(chunk)), tuple(args))
+        values = ", ".join([value] * len(chunk))
+        conn.exec_driver_sql(f"{_PG_INSERT} (VALUES {values}) AS v", tuple(args))
 
 
 #: Rows per INSERT on PostgreSQL (a statement takes at most 65,535 parameters).
 _PG_ROWS = 1_000
 
+#: The ordering ``xid`` is one subquery per statement, not per row.
 _PG_INSERT = (
-    "INSERT INTO tiermem_event (xid, project, session_id, kind, payload, created_at) VALUES "
+    "INSERT INTO tiermem_event (xid, project, session_id, kind, payload, created_at) "
+    f"SELECT {ORDER_XID}, v.* FROM"
 )
 
 
@@ -252,27 +277,88 @@ def _conninfo(engine: Engine) -> str:
     return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+#: A follower whose LISTEN connection drops (a server restart, ``pg_terminate_backend``)
+#: opens a new one: at once, then after pauses of :data:`LISTEN_BACKOFF` seconds
+#: doubling up to :data:`LISTEN_BACKOFF_MAX`, :data:`LISTEN_ATTEMPTS` attempts in all
+#: (about 8 s); then it raises :class:`~tiermem.errors.StorageUnavailable`.
+LISTEN_ATTEMPTS = 8
+LISTEN_BACKOFF = 0.1
+LISTEN_BACKOFF_MAX = 2.0
+
+
+def _pauses() -> list[float]:
+    """The pause before each attempt to open a LISTEN connection."""
+    return [0.0] + [
+        min(LISTEN_BACKOFF * 2**attempt, LISTEN_BACKOFF_MAX)
+        for attempt in range(LISTEN_ATTEMPTS - 1)
+    ]
+
+
+def _unavailable(error: BaseException | None) -> StorageUnavailable:
+    return StorageUnavailable(
+        f"the change feed's listening connection could not be opened after "
+        f"{LISTEN_ATTEMPTS} attempts: {error}"
+    )
+
+
 class Listener:
     """Waits for PostgreSQL's notification that events committed; on SQLite it just
-    sleeps, and the follower polls."""
+    sleeps, and the follower polls.
+
+    A dropped connection is opened again (see :data:`LISTEN_ATTEMPTS`); :meth:`wait`
+    then returns, so the follower reads from where it is: events are rows, and what
+    committed while nobody listened is read like the rest.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self._conn: Any = None
+        self._conninfo: str | None = None
         if engine.dialect.name == "postgresql":
-            import psycopg  # the postgres extra: present whenever the engine is PostgreSQL
+            self._conninfo = _conninfo(engine)
+            self._conn = self._open(self._conninfo)
 
-            self._conn = psycopg.connect(_conninfo(engine), autocommit=True)
-            self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+    def _open(self, conninfo: str) -> Any:
+        import psycopg  # the postgres extra: present whenever the engine is PostgreSQL
+
+        error: BaseException | None = None
+        for pause in _pauses():
+            time.sleep(pause)
+            try:
+                conn = psycopg.connect(conninfo, autocommit=True)
+            except psycopg.Error as exc:
+                error = exc
+                continue
+            try:
+                conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            except psycopg.Error as exc:
+                conn.close()
+                error = exc
+                continue
+            return conn
+        raise _unavailable(error) from error
 
     def wait(self, timeout: float) -> None:
-        """Return when events may have committed, or after ``timeout`` seconds."""
-        if self._conn is None:
+        """Return when events may have committed, or after ``timeout`` seconds.
+
+        Raises:
+            StorageUnavailable: the connection dropped and could not be opened again.
+        """
+        if self._conninfo is None:
             time.sleep(timeout)
             return
-        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-            pass
-        for _ in self._conn.notifies(timeout=0):  # the rest: one read serves them all
-            pass
+        if self._conn is None:  # an earlier attempt to open it failed
+            self._conn = self._open(self._conninfo)
+            return
+        import psycopg
+
+        try:
+            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                pass
+            for _ in self._conn.notifies(timeout=0):  # the rest: one read serves them all
+                pass
+        except psycopg.Error:
+            self.close()
+            self._conn = self._open(self._conninfo)
 
     def close(self) -> None:
         """Stop listening."""
@@ -286,24 +372,60 @@ class AsyncListener:
 
     def __init__(self) -> None:
         self._conn: Any = None
+        self._conninfo: str | None = None
 
     async def start(self, engine: Engine) -> None:
-        """Start listening (PostgreSQL only)."""
-        if engine.dialect.name == "postgresql":
-            import psycopg
+        """Start listening (PostgreSQL only).
 
-            self._conn = await psycopg.AsyncConnection.connect(_conninfo(engine), autocommit=True)
-            await self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        Raises:
+            StorageUnavailable: the connection could not be opened.
+        """
+        if engine.dialect.name == "postgresql":
+            self._conninfo = _conninfo(engine)
+            self._conn = await self._open(self._conninfo)
+
+    async def _open(self, conninfo: str) -> Any:
+        import psycopg
+
+        error: BaseException | None = None
+        for pause in _pauses():
+            await asyncio.sleep(pause)
+            try:
+                conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+            except psycopg.Error as exc:
+                error = exc
+                continue
+            try:
+                await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            except psycopg.Error as exc:
+                await conn.close()
+                error = exc
+                continue
+            return conn
+        raise _unavailable(error) from error
 
     async def wait(self, timeout: float) -> None:
-        """Return when events may have committed, or after ``timeout`` seconds."""
-        if self._conn is None:
+        """Return when events may have committed, or after ``timeout`` seconds.
+
+        Raises:
+            StorageUnavailable: the connection dropped and could not be opened again.
+        """
+        if self._conninfo is None:
             await asyncio.sleep(timeout)
             return
-        async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-            pass
-        async for _ in self._conn.notifies(timeout=0):
-            pass
+        if self._conn is None:  # an earlier attempt to open it failed
+            self._conn = await self._open(self._conninfo)
+            return
+        import psycopg
+
+        try:
+            async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                pass
+            async for _ in self._conn.notifies(timeout=0):
+                pass
+        except psycopg.Error:
+            await self.close()
+            self._conn = await self._open(self._conninfo)
 
     async def close(self) -> None:
         """Stop listening."""

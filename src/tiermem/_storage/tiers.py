@@ -238,14 +238,21 @@ def load_sessions(
     conn: Connection, *, project: str, cut: Cutoffs, limit: int, server_time: bool
 ) -> tuple[list[LoadedSession], tuple[str, ...]]:
     """Pick up to ``limit`` sessions of ``project`` that are not expired, by tier then
-    recency, and record an access of each (stamped ``cut.now``; on the server's
-    clock never before the session's creation, as :func:`store.touch` stamps it).
+    recency, and record an access of each (stamped ``cut.now``, never before the
+    session's creation, as :func:`store.touch` stamps it).
 
     Returns:
         The sessions loaded, in order, and the ids of those whose stored tier was
         not ACTIVE before (they are ACTIVE now).
     """
-    stamp = sa.func.greatest(cut.now, S.created_at) if server_time else cut.now
+    # Never before the session's creation: the time was read before this transaction
+    # waited for its lock, and another writer may have created a session meanwhile at
+    # a later time of its own clock.
+    if server_time:
+        stamp: sa.ColumnElement[Any] = sa.func.greatest(cut.now, S.created_at)
+    else:
+        now = sa.literal(cut.now, S.last_accessed.type)
+        stamp = sa.case((now < S.created_at, S.created_at), else_=now)
     picked = conn.execute(
         sa.select(S.pk, S.memory_tier, tier_case(cut).label("loaded_tier"))
         .where(S.project == project, S.last_accessed >= cut.expired)
