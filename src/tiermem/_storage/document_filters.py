@@ -14,6 +14,7 @@ from sqlalchemy.dialects import postgresql
 
 from ..errors import InvalidArgument
 from .document_schema import document_table
+from .document_values import check_text, check_value
 
 __all__ = ["FILTER_OPERATORS", "filter_clause"]
 
@@ -23,6 +24,7 @@ FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 
 def _segments(path: str) -> list[str]:
+    check_text(path, "a filter field")
     parts = path.split(".")
     if not path or any(not part for part in parts):
         raise InvalidArgument(
@@ -88,6 +90,8 @@ def _equals(target: _Target, expected: Any) -> sa.ColumnElement[bool]:
     if isinstance(expected, Mapping):
         if any(str(name).startswith("$") for name in expected):
             return _operators(target, expected)
+        for name in expected:
+            check_text(str(name), "a filter field")
         return sa.and_(
             kind == names["object"],
             *(_equals(target.child(str(name)), inner) for name, inner in expected.items()),
@@ -179,13 +183,15 @@ def filter_clause(dialect: str, spec: Mapping[str, Any] | None) -> sa.ColumnElem
     numerically and strings byte-wise, never across types).
 
     Raises:
-        InvalidArgument: for an unknown operator, an empty path segment or an
-            operand that cannot be compared.
+        InvalidArgument: for an unknown operator, an empty path segment, an operand
+            that cannot be compared, text that is not UTF-8, a number beyond a
+            double's range or nesting deeper than ``MAX_DEPTH``.
     """
     if not spec:
         return sa.true()
     if not isinstance(spec, Mapping):
         raise InvalidArgument(f"filter must be a mapping, got {type(spec).__name__}")
+    check_value(spec, "a filter", stored=False)
     try:
         text = json.dumps(spec, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):  # not JSON: built (and refused) without the cache

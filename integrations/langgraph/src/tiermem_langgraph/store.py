@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import math
 import threading
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -47,6 +46,7 @@ from tiermem import ConversationMemory, MemoryTier
 from tiermem._storage import documents as docs
 from tiermem._storage import fts
 from tiermem._storage.database import commit_without_waiting
+from tiermem._storage.document_values import check_text, check_value
 from tiermem.errors import InvalidArgument
 from tiermem.tiers import calculate_tier
 
@@ -123,24 +123,51 @@ def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     return all(label == wanted or wanted == "*" for label, wanted in pairs)
 
 
+#: The largest limit or offset: what a 64-bit SQL integer holds.
+_MAX_COUNT = 2**63 - 1
+
+#: The longest time to live, in minutes (a thousand years): every expiry is then a
+#: date both backends and Python hold.
+MAX_TTL_MINUTES = 1000 * 366 * 24 * 60
+
+#: The longest sweep interval, in minutes: the longest wait a thread can make.
+_MAX_WAIT = threading.TIMEOUT_MAX / 60
+
+
 def _check_count(name: str, value: object, *, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
+        raise InvalidArgument(f"{name} must be an int from 0 to 2**63 - 1, got {value!r}")
+
+
+def _check_minutes(name: str, value: object, maximum: float) -> float | None:
+    """``value`` as a number of minutes > 0 and <= ``maximum``, or ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
+        raise InvalidArgument(
+            f"{name} must be a number of minutes > 0 and <= {maximum:g}, or None; got {value!r}"
+        )
+    return float(value)
 
 
 def _check_ttl(ttl: object) -> float | None:
-    if ttl is None:
-        return None
-    if (
-        isinstance(ttl, bool)
-        or not isinstance(ttl, int | float)
-        or not math.isfinite(ttl)
-        or ttl <= 0
-    ):
-        raise InvalidArgument(f"ttl must be a number of minutes > 0 or None, got {ttl!r}")
-    return float(ttl)
+    return _check_minutes("ttl", ttl, MAX_TTL_MINUTES)
+
+
+def _check_labels(op: Op) -> None:
+    """The namespace labels and key of ``op`` are text both backends store."""
+    labels: list[str] = []
+    if isinstance(op, GetOp | PutOp):
+        labels = [*op.namespace, op.key]
+    elif isinstance(op, SearchOp):
+        labels = list(op.namespace_prefix)
+    elif isinstance(op, ListNamespacesOp):
+        labels = [label for c in op.match_conditions or () for label in c.path]
+    for label in labels:
+        if isinstance(label, str):  # other types are LangGraph's namespace errors
+            check_text(label, "a namespace label or key")
 
 
 def _check_put(op: PutOp) -> None:
@@ -155,6 +182,7 @@ def _check_put(op: PutOp) -> None:
     if op.index is not None and op.index is not False:
         if not isinstance(op.index, list) or not all(isinstance(p, str) for p in op.index):
             raise InvalidArgument("index must be False, None or a list of field paths")
+    check_value(op.value, "a stored value")
     try:
         json.dumps(op.value, allow_nan=False)
     except (TypeError, ValueError) as error:
@@ -234,11 +262,7 @@ class TieredStore(BaseStore):
         if not isinstance(ttl.get("omit_expired", False), bool):
             raise InvalidArgument("omit_expired must be a bool")
         _check_ttl(ttl.get("default_ttl"))
-        interval = ttl.get("sweep_interval_minutes")
-        if interval is not None and (
-            isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0
-        ):
-            raise InvalidArgument("sweep_interval_minutes must be a number > 0 or None")
+        _check_minutes("sweep_interval_minutes", ttl.get("sweep_interval_minutes"), _MAX_WAIT)
         return TTLConfig(**ttl)
 
     @classmethod
@@ -338,6 +362,7 @@ class TieredStore(BaseStore):
             if not isinstance(op, GetOp | SearchOp | PutOp | ListNamespacesOp):
                 raise InvalidArgument(f"unknown operation {type(op).__name__}")
             validate_op_namespace(op)
+            _check_labels(op)
             if isinstance(op, PutOp):
                 _check_put(op)
                 _check_ttl(op.ttl)
@@ -553,7 +578,7 @@ class TieredStore(BaseStore):
             A future that completes when the sweeper stops (at once when there is
             no interval).
         """
-        interval = sweep_interval_minutes
+        interval = _check_minutes("sweep_interval_minutes", sweep_interval_minutes, _MAX_WAIT)
         if interval is None and self.ttl_config:
             interval = self.ttl_config.get("sweep_interval_minutes")
         if self._sweeper_future is not None and not self._sweeper_future.done():
@@ -590,6 +615,7 @@ class TieredStore(BaseStore):
 
     def _op_state(self, namespace: tuple[str, ...], key: str) -> _Operation[ItemState | None]:
         validate_op_namespace(GetOp(tuple(namespace), key))
+        _check_labels(GetOp(tuple(namespace), key))
         address = (_namespace_text(tuple(namespace)), key)
         project, now = self.memory.project, self.memory.now()
 
