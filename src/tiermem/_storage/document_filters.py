@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import sqlite3
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
@@ -134,13 +137,24 @@ def _text(target: _Target) -> sa.ColumnElement[Any]:
 def _compare(target: _Target, operator: str, operand: Any) -> sa.ColumnElement[bool]:
     """A numeric comparison with a JSON number, or a byte-wise one with a JSON string."""
     kind = target.json_type()
+    if isinstance(operand, float) and not math.isfinite(operand):
+        # NaN equals and orders with nothing; an infinity bounds every number.
+        holds = operator != "=" and operand == operand and (operator[0] == "<") == (operand > 0)
+        numeric = kind.in_(("integer", "real")) if target.dialect == "sqlite" else kind == "number"
+        return sa.and_(numeric, sa.true() if holds else sa.false())
     if _is_number(operand):
         if target.dialect == "sqlite":
-            number = sa.cast(target.scalar(), sa.Float)
-            return sa.and_(kind.in_(("integer", "real")), number.op(operator)(float(operand)))
-        number = sa.cast(target.scalar(), postgresql.DOUBLE_PRECISION)
+            return _sqlite_number(target, operator, operand)
+        # jsonb numbers are exact numerics: compared as numeric, never through float8,
+        # integers of any size compare exactly and no stored number can fail a cast.
+        # A float is the decimal its JSON text (its repr) says, as a stored one is.
+        exact = Decimal(operand) if isinstance(operand, int) else Decimal(repr(operand))
+        number = sa.cast(target.scalar(), sa.Numeric)
         # A CASE: PostgreSQL does not promise to test the type before the cast.
-        return sa.case((kind == "number", number.op(operator)(float(operand))), else_=sa.false())
+        return sa.case(
+            (kind == "number", number.op(operator)(sa.literal(exact, sa.Numeric))),
+            else_=sa.false(),
+        )
     if isinstance(operand, str) and not isinstance(operand, bool):
         if target.dialect == "postgresql" and "\x00" in operand:
             # PostgreSQL text holds no NUL, and jsonb strings never do; NUL sorts first,
@@ -153,6 +167,96 @@ def _compare(target: _Target, operator: str, operand: Any) -> sa.ColumnElement[b
     raise InvalidArgument(
         f"{operator!r} compares numbers or strings, got {type(operand).__name__} {operand!r}"
     )
+
+
+#: The integers SQLite holds as integers; ``json_extract`` gives larger ones as reals.
+_INT64 = range(-(2**63), 2**63)
+
+#: SQLite's ``->`` (3.38 and later) gives a value's JSON text, the exact digits of an
+#: integer beyond 64 bits.
+_HAS_ARROW = sqlite3.sqlite_version_info >= (3, 38)
+
+_ORDER = {
+    "=": lambda c: c == 0,
+    ">": lambda c: c > 0,
+    ">=": lambda c: c >= 0,
+    "<": lambda c: c < 0,
+    "<=": lambda c: c <= 0,
+}
+
+
+def _sqlite_number(target: _Target, operator: str, operand: int | float) -> sa.ColumnElement[bool]:
+    """An exact numeric comparison on SQLite.
+
+    ``json_extract`` gives a JSON integer within 64 bits as an SQL integer and any
+    other number as a real, and SQLite compares integers with reals exactly, so an
+    integer operand within 64 bits is bound as an integer and a float as a real.
+    An integer beyond 64 bits is compared with a real as the double nearest it, the
+    tie (the real equals that double) settled here exactly. A stored integer beyond
+    64 bits, which ``json_extract`` rounds, is compared by its JSON text (``->``),
+    the canonical digits Python wrote, by sign, length and digits.
+    """
+    kind = target.json_type()
+    value = target.scalar()
+    if isinstance(operand, float) and abs(operand) < 2**63:
+        exact: int | None = None  # a wide stored integer: its sign decides
+    else:
+        exact = int(operand)
+    if isinstance(operand, int) and operand not in _INT64:
+        try:
+            nearest = float(operand)
+        except OverflowError:  # beyond every double: every real is on one side of it
+            nearest = math.inf if operand > 0 else -math.inf
+        tie = math.isfinite(nearest) and _ORDER[operator](
+            (int(nearest) > operand) - (int(nearest) < operand)
+        )
+        ordinary: sa.ColumnElement[bool] = sa.case(
+            (value == sa.literal(nearest, sa.Float), sa.true() if tie else sa.false()),
+            else_=value.op(operator)(sa.literal(nearest, sa.Float)),
+        )
+    else:
+        kind_of = sa.Integer if isinstance(operand, int) else sa.Float
+        ordinary = value.op(operator)(sa.literal(operand, kind_of))
+    numeric = kind.in_(("integer", "real"))
+    if not _HAS_ARROW:  # no JSON text of a value: wide integers compare rounded
+        return sa.and_(numeric, ordinary)
+    text = D.value.op("->", return_type=sa.Text)(target.sqlite_path())
+    return sa.case(
+        (sa.and_(kind == "integer", sa.func.typeof(value) == "real"), _wide(text, operator, exact)),
+        (numeric, ordinary),
+        else_=sa.false(),
+    )
+
+
+def _wide(text: sa.ColumnElement[Any], operator: str, exact: int | None) -> Any:
+    """``text`` (the digits of an integer beyond 64 bits) ``operator`` ``exact``; with
+    no ``exact`` (a float operand within 64 bits) only the sign decides."""
+    negative = sa.func.substr(text, 1, 1) == "-"
+    if exact is None:
+        if operator == "=":
+            return sa.false()
+        return negative if operator.startswith("<") else sa.not_(negative)
+    wanted = str(exact)
+    length = sa.func.length(text)
+    equal = text == wanted
+    if exact >= 0:  # larger: positive and longer, or as long and later in byte order
+        above = sa.and_(
+            sa.not_(negative),
+            sa.or_(length > len(wanted), sa.and_(length == len(wanted), text > wanted)),
+        )
+    else:  # larger: positive, or negative and shorter, or as long and earlier
+        above = sa.or_(
+            sa.not_(negative),
+            length < len(wanted),
+            sa.and_(length == len(wanted), text < wanted),
+        )
+    return {
+        "=": equal,
+        ">": above,
+        ">=": sa.or_(above, equal),
+        "<": sa.and_(sa.not_(above), sa.not_(equal)),
+        "<=": sa.not_(above),
+    }[operator]
 
 
 _SQL_OPS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}

@@ -6,9 +6,11 @@ number one backend stores and another reader cannot compare.
 * Text is UTF-8 (no lone surrogates); stored text holds no NUL, which PostgreSQL's
   ``jsonb`` and ``text`` cannot hold (refused on SQLite too, so both backends take
   the same documents). A filter may look for a string with NUL: it matches nothing.
-* Numbers are those a double holds the range of (JSON interoperability, and
+* Stored numbers are those a double holds the range of (JSON interoperability, and
   SQLite's ``json_extract``): floats finite, integers of magnitude below 2**1024.
-  Integers are compared exactly at any such size (``document_filters``).
+  A filter may compare with any float (NaN matches nothing, infinities bound every
+  number) and any integer of up to :data:`MAX_FILTER_INT_BITS` bits, exactly
+  (``document_filters``).
 * Values nest at most :data:`MAX_DEPTH` levels.
 """
 
@@ -19,11 +21,15 @@ from typing import Any
 
 from ..errors import InvalidArgument
 
-__all__ = ["MAX_DEPTH", "check_number", "check_text", "check_value"]
+__all__ = ["MAX_DEPTH", "MAX_FILTER_INT_BITS", "check_number", "check_text", "check_value"]
 
 #: The deepest nesting of objects and lists a document or filter may have (as deep
 #: as common JSON parsers read by default; far below Python's recursion limit).
 MAX_DEPTH = 128
+
+#: The widest integer a filter may compare with (about 4,200 digits: Python writes
+#: integers of up to 4,300 digits as text by default).
+MAX_FILTER_INT_BITS = 14_000
 
 
 def check_text(text: str, what: str, *, stored: bool = True) -> None:
@@ -47,8 +53,9 @@ def check_number(value: int | float, what: str) -> None:
 
 
 def check_value(value: Any, what: str, *, stored: bool = True) -> None:
-    """Check every string, number and nesting level of a JSON ``value``, without
-    recursion (a value nested past Python's limit is refused, not a crash).
+    """Check every string, number and nesting level of a JSON ``value`` (a stored one
+    if ``stored``, else a filter), without recursion: a value nested past Python's
+    limit is refused, not a crash.
 
     Other types are left to the caller (a stored value is then serialized, which
     refuses them; a filter refuses operands it cannot compare).
@@ -61,7 +68,10 @@ def check_value(value: Any, what: str, *, stored: bool = True) -> None:
         elif isinstance(item, bool) or item is None:
             continue
         elif isinstance(item, int | float):
-            check_number(item, what)
+            if stored:
+                check_number(item, what)
+            elif isinstance(item, int) and item.bit_length() > MAX_FILTER_INT_BITS:
+                raise InvalidArgument(f"{what}: an integer wider than {MAX_FILTER_INT_BITS} bits")
         elif isinstance(item, Mapping | list | tuple):
             if depth >= MAX_DEPTH:
                 raise InvalidArgument(f"{what} nests deeper than {MAX_DEPTH} levels")

@@ -5,16 +5,17 @@ nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, SearchOp
-from tiermem._storage.document_values import MAX_DEPTH
+from tiermem._storage.document_values import MAX_DEPTH, MAX_FILTER_INT_BITS
 from tiermem.errors import InvalidArgument
 
 from tiermem_langgraph import TieredStore
 
-from ..conftest import StoreFactory
+StoreFactory = Callable[..., TieredStore]
 
 
 def _nested(depth: int) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def _nested(depth: int) -> dict[str, Any]:
     return value
 
 
-BAD_VALUES = {
+BAD_VALUES: dict[str, dict[str, Any]] = {
     "beyond a double": {"n": 10**400},
     "negative beyond a double": {"n": [1, -(10**309)]},
     "lone surrogate in a string": {"text": "caf\ud800"},
@@ -95,9 +96,8 @@ def test_reads_refuse_labels_that_are_not_text(store: TieredStore, op: Any) -> N
         store.batch([op])
 
 
-BAD_FILTERS = {
-    "beyond a double": {"n": 10**400},
-    "operand beyond a double": {"n": {"$gt": -(10**400)}},
+BAD_FILTERS: dict[str, dict[str, Any]] = {
+    "an integer too wide to write": {"n": {"$gt": -(2 ** (MAX_FILTER_INT_BITS + 1))}},
     "lone surrogate operand": {"name": "\ud800"},
     "lone surrogate in a path": {"caf\ud800.x": 1},
     "lone surrogate in a nested name": {"a": {"\udc00": 1}},
@@ -152,7 +152,8 @@ def test_sweep_intervals_no_thread_can_wait_are_refused(
 def test_counts_beyond_sql_integers_are_refused(store: TieredStore, name: str) -> None:
     """A limit or offset no SQL integer holds is InvalidArgument, not OverflowError
     (SQLite) or StorageError (PostgreSQL)."""
+    too_many: dict[str, Any] = {name: 2**63}
     with pytest.raises(InvalidArgument):
-        store.search(("u",), **{name: 2**63})
+        store.search(("u",), **too_many)
     with pytest.raises(InvalidArgument):
-        store.list_namespaces(**{name: 2**63})
+        store.list_namespaces(**too_many)
