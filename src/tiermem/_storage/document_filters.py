@@ -8,7 +8,7 @@ import functools
 import json
 import math
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -46,21 +46,40 @@ class _Target:
     def child(self, segment: str | int) -> _Target:
         return _Target(self.dialect, [*self.segments, segment])
 
-    # SQLite: a JSON path bound as a parameter; PostgreSQL: a text[] path for #>.
-    def sqlite_path(self) -> str:
+    # SQLite: JSON paths bound as parameters; PostgreSQL: a text[] path for #>.
+    def sqlite_paths(self) -> list[str]:
+        """The target's JSON path as SQLite reads it, each name quoted with JSON's
+        escapes (``$."citt\\u00e0"``, ``$."a\\\\b"``). SQLite before 3.45 compares a
+        path's names with the document's names as written, and documents are written
+        with ASCII escapes; when a name is not ASCII, the path with the name as it is
+        follows, for documents written without escapes. SQLite 3.45 and later read
+        escapes on both sides, and either path finds the field."""
+        paths = [self._sqlite_path(ascii_only=True)]
+        raw = self._sqlite_path(ascii_only=False)
+        return paths if raw == paths[0] else [*paths, raw]
+
+    def _sqlite_path(self, *, ascii_only: bool) -> str:
         out = "$"
         for segment in self.segments:
             if isinstance(segment, int):
                 out += f"[{segment}]"
-            elif '"' in segment or "\\" in segment:
-                raise InvalidArgument(f"filter field {segment!r} may not contain quotes")
-            else:
-                out += f'."{segment}"'
+                continue
+            if '"' in segment and not _ESCAPED_PATHS:
+                raise InvalidArgument(
+                    f"filter field {segment!r}: SQLite {sqlite3.sqlite_version} cannot address"
+                    " a name holding a double quote (3.45 and later can)"
+                )
+            out += "." + json.dumps(segment, ensure_ascii=ascii_only)
         return out
+
+    def sqlite(self, function: Callable[[str], sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:
+        """``function`` of the target's SQLite path: of the first path that finds it."""
+        found = [function(path) for path in self.sqlite_paths()]
+        return found[0] if len(found) == 1 else sa.func.coalesce(*found)
 
     def json_type(self) -> sa.ColumnElement[str]:
         if self.dialect == "sqlite":
-            return sa.func.json_type(D.value, self.sqlite_path())
+            return self.sqlite(functools.partial(sa.func.json_type, D.value))
         return sa.func.jsonb_typeof(self.jsonb())
 
     def jsonb(self) -> sa.ColumnElement[Any]:
@@ -70,7 +89,7 @@ class _Target:
     def scalar(self) -> sa.ColumnElement[Any]:
         """SQLite: the value as SQL (text, number); PostgreSQL: the value as text."""
         if self.dialect == "sqlite":
-            return sa.func.json_extract(D.value, self.sqlite_path())
+            return self.sqlite(functools.partial(sa.func.json_extract, D.value))
         path = sa.literal([str(s) for s in self.segments], postgresql.ARRAY(sa.Text))
         return D.value.op("#>>", return_type=sa.Text)(path)
 
@@ -101,8 +120,8 @@ def _equals(target: _Target, expected: Any) -> sa.ColumnElement[bool]:
         )
     if isinstance(expected, list | tuple):
         if target.dialect == "sqlite":
-            length: sa.ColumnElement[bool] = sa.func.json_array_length(
-                D.value, target.sqlite_path()
+            length: sa.ColumnElement[bool] = target.sqlite(
+                functools.partial(sa.func.json_array_length, D.value)
             ) == len(expected)
         else:  # jsonb_array_length raises on a non-array: only ask arrays
             length = sa.case(
@@ -172,6 +191,10 @@ def _compare(target: _Target, operator: str, operand: Any) -> sa.ColumnElement[b
 #: The integers SQLite holds as integers; ``json_extract`` gives larger ones as reals.
 _INT64 = range(-(2**63), 2**63)
 
+#: SQLite 3.45 and later (its JSON rewrite) read escapes in a path's quoted names, so a
+#: name may hold a double quote.
+_ESCAPED_PATHS = sqlite3.sqlite_version_info >= (3, 45)
+
 #: SQLite's ``->`` (3.38 and later) gives a value's JSON text, the exact digits of an
 #: integer beyond 64 bits.
 _HAS_ARROW = sqlite3.sqlite_version_info >= (3, 38)
@@ -220,7 +243,7 @@ def _sqlite_number(target: _Target, operator: str, operand: int | float) -> sa.C
     numeric = kind.in_(("integer", "real"))
     if not _HAS_ARROW:  # no JSON text of a value: wide integers compare rounded
         return sa.and_(numeric, ordinary)
-    text = D.value.op("->", return_type=sa.Text)(target.sqlite_path())
+    text = target.sqlite(D.value.op("->", return_type=sa.Text))
     return sa.case(
         (sa.and_(kind == "integer", sa.func.typeof(value) == "real"), _wide(text, operator, exact)),
         (numeric, ordinary),
