@@ -390,6 +390,7 @@ class TieredStore(BaseStore):
                 vectors = yield _Embed(queries, queries=True)
                 query_vectors = dict(zip(queries, vectors, strict=True))
         now = self.memory.now()
+        live_at = self._expiry_clock(now)
         project = self.memory.project
         deletes = [(_namespace_text(ns), key) for (ns, key), op in puts.items() if op.value is None]
         reading = any(isinstance(op, GetOp | SearchOp) for op in ops)
@@ -400,25 +401,34 @@ class TieredStore(BaseStore):
             for op in ops:
                 if isinstance(op, GetOp):
                     address = (_namespace_text(tuple(op.namespace)), op.key)
-                    found = docs.get_documents(conn, project=project, wanted=[address], now=now)
+                    found = docs.get_documents(conn, project=project, wanted=[address], now=live_at)
                     document = found.get(address)
                     if document is not None:
                         touched[bool(op.refresh_ttl)].append(document)
                     results.append(None if document is None else _item(document))
                 elif isinstance(op, SearchOp):
-                    hits = self._search(conn, op, query_vectors.get(op.query or ""), now)
+                    hits = self._search(conn, op, query_vectors.get(op.query or ""), live_at)
                     touched[bool(op.refresh_ttl)].extend(hits)
                     results.append([_search_item(document) for document in hits])
                 elif isinstance(op, ListNamespacesOp):
-                    results.append(self._list_namespaces(conn, op, now))
+                    results.append(self._list_namespaces(conn, op, live_at))
                 else:
                     results.append(None)
+            expires_from = now
+            ttls = [d.ttl_minutes for d in touched[True]] + [d.ttl_minutes for d in new_docs]
+            if self.memory.database.server_time and any(ttl is not None for ttl in ttls):
+                # A time to live runs from the server's now(), read once.
+                expires_from = docs.transaction_time(conn)
             for refresh, documents in touched.items():
-                docs.touch_documents(conn, documents, now=now, refresh=refresh)
+                docs.touch_documents(
+                    conn, documents, now=now, refresh=refresh, expires_from=expires_from
+                )
             if not puts:  # reads: only access records were written
                 commit_without_waiting(conn)
             deleted = docs.delete_documents(conn, project=project, addresses=deletes)
-            docs.put_documents(conn, project=project, documents=new_docs, now=now)
+            docs.put_documents(
+                conn, project=project, documents=new_docs, now=now, expires_from=expires_from
+            )
             for kind, addresses in (
                 ("document:deleted", deleted),
                 ("document:put", [(doc.namespace, doc.key) for doc in new_docs]),
@@ -484,7 +494,7 @@ class TieredStore(BaseStore):
         conn: Connection,
         op: SearchOp,
         query_vector: list[float] | None,
-        now: datetime,
+        now: Any,
     ) -> list[docs.StoredDocument]:
         prefix = _namespace_text(tuple(op.namespace_prefix)) or None
         words = fts.query_words(op.query) if op.query else []
@@ -530,7 +540,7 @@ class TieredStore(BaseStore):
         return ranked[op.offset : op.offset + op.limit]
 
     def _list_namespaces(
-        self, conn: Connection, op: ListNamespacesOp, now: datetime
+        self, conn: Connection, op: ListNamespacesOp, now: Any
     ) -> list[tuple[str, ...]]:
         prefix: list[str] = []
         for condition in op.match_conditions or ():
@@ -552,8 +562,15 @@ class TieredStore(BaseStore):
 
     # ------------------------------------------------------------------ TTL and tiers
 
+    def _expiry_clock(self, now: datetime) -> Any:
+        """What times to live are measured by: PostgreSQL's ``now()`` when the memory
+        has no injected clock (so hosts whose clocks differ agree on what expired),
+        else ``now``, the memory's clock (SQLite has no server clock)."""
+        database = self.memory.database
+        return database.server_now() if database.server_time else now
+
     def _op_sweep(self) -> _Operation[int]:
-        now = self.memory.now()
+        now = self._expiry_clock(self.memory.now())
         removed = self.memory.database.run(
             partial(docs.prune_document_batch, project=self.memory.project, now=now, want=None)
         )
@@ -618,9 +635,11 @@ class TieredStore(BaseStore):
         _check_labels(GetOp(tuple(namespace), key))
         address = (_namespace_text(tuple(namespace)), key)
         project, now = self.memory.project, self.memory.now()
+        live_at = self._expiry_clock(now)
 
         def read(conn: Connection) -> docs.StoredDocument | None:
-            return docs.get_documents(conn, project=project, wanted=[address], now=now).get(address)
+            found = docs.get_documents(conn, project=project, wanted=[address], now=live_at)
+            return found.get(address)
 
         document = self.memory.database.run(read, write=False)
         if document is None:
