@@ -17,7 +17,6 @@ import threading
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -44,11 +43,14 @@ from langgraph.store.base import (
 from sqlalchemy.engine import Connection
 from tiermem import ConversationMemory, MemoryTier
 from tiermem._storage import documents as docs
+from tiermem._storage import failpoints as _failpoints
 from tiermem._storage import fts
 from tiermem._storage.database import commit_without_waiting
 from tiermem._storage.document_values import check_text, check_value
 from tiermem.errors import InvalidArgument
 from tiermem.tiers import calculate_tier
+
+from ._sweeper import Sweeper
 
 __all__ = ["DEFAULT_VECTOR_CANDIDATES", "ItemState", "TieredStore"]
 
@@ -244,9 +246,7 @@ class TieredStore(BaseStore):
                 self.embeddings = ensure_embeddings(embed)
         self._fields = [(path, path if path == "$" else tokenize_path(path)) for path in fields]
         self._owned = False
-        self._sweeper: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._sweeper_future: concurrent.futures.Future[None] | None = None
+        self._sweeper: Sweeper | None = None
 
     @staticmethod
     def _check_ttl_config(ttl: TTLConfig | None) -> TTLConfig | None:
@@ -570,11 +570,13 @@ class TieredStore(BaseStore):
         return database.server_now() if database.server_time else now
 
     def _op_sweep(self) -> _Operation[int]:
-        now = self._expiry_clock(self.memory.now())
-        removed = self.memory.database.run(
-            partial(docs.prune_document_batch, project=self.memory.project, now=now, want=None)
-        )
-        return len(removed)
+        now, project = self._expiry_clock(self.memory.now()), self.memory.project
+
+        def sweep(conn: Connection) -> tuple[int, ...]:
+            _failpoints.hit("ttl_sweep.before_delete")
+            return docs.prune_document_batch(conn, project=project, now=now, want=None)
+
+        return len(self.memory.database.run(sweep))
         yield  # pragma: no cover - makes this a generator
 
     def sweep_ttl(self) -> int:
@@ -589,7 +591,9 @@ class TieredStore(BaseStore):
         self, sweep_interval_minutes: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the
-        TTLConfig's) on a daemon thread until :meth:`stop_ttl_sweeper`.
+        TTLConfig's) on a daemon thread until :meth:`stop_ttl_sweeper`. A sweep that
+        fails is logged and tried again after 1 s, 2 s, 4 s... (at most the
+        interval) until one succeeds: the thread never ends on an error.
 
         Returns:
             A future that completes when the sweeper stops (at once when there is
@@ -598,34 +602,21 @@ class TieredStore(BaseStore):
         interval = _check_minutes("sweep_interval_minutes", sweep_interval_minutes, _MAX_WAIT)
         if interval is None and self.ttl_config:
             interval = self.ttl_config.get("sweep_interval_minutes")
-        if self._sweeper_future is not None and not self._sweeper_future.done():
-            return self._sweeper_future
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._sweeper is not None and not self._sweeper.future.done():
+            return self._sweeper.future
         if not interval:
-            future.set_result(None)
-            return future
-        seconds = float(interval) * 60
-        self._stop.clear()
-
-        def loop() -> None:
-            try:
-                while not self._stop.wait(seconds):
-                    self.sweep_ttl()
-            finally:
-                future.set_result(None)
-
-        self._sweeper_future = future
-        self._sweeper = threading.Thread(target=loop, name="tiermem-ttl-sweeper", daemon=True)
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+            done.set_result(None)
+            return done
+        self._sweeper = Sweeper(self.sweep_ttl, float(interval) * 60)
         self._sweeper.start()
-        return future
+        return self._sweeper.future
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; False when it did not stop within ``timeout`` seconds."""
         if self._sweeper is None:
             return True
-        self._stop.set()
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
+        stopped = self._sweeper.stop(timeout)
         if stopped:
             self._sweeper = None
         return stopped
