@@ -300,6 +300,29 @@ class TieredStore(BaseStore):
         if self._owned:
             self.memory.close()
 
+    def _op_setup(self) -> _Operation[None]:
+        self.memory.database.ensure_schema()
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    def setup(self) -> None:
+        """Create tiermem's tables in the memory's database if they are missing.
+
+        Idempotent, and safe when several processes call it at once. Optional: the
+        first operation creates them too; calling it at start-up (as with
+        LangGraph's ``PostgresStore`` and ``SqliteStore``) moves that work, and its
+        errors, out of the first request. Upgrading an older tiermem schema is
+        ``tiermem db upgrade``.
+
+        Raises:
+            StorageError: (a subclass) when the database cannot be reached or written.
+        """
+        self._drive(self._op_setup())
+
+    async def asetup(self) -> None:
+        """Async :meth:`setup`."""
+        await self._adrive(self._op_setup())
+
     def __enter__(self) -> TieredStore:
         return self
 
