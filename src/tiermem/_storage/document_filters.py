@@ -9,7 +9,6 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Mapping
-from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
@@ -164,16 +163,14 @@ def _compare(target: _Target, operator: str, operand: Any) -> sa.ColumnElement[b
     if _is_number(operand):
         if target.dialect == "sqlite":
             return _sqlite_number(target, operator, operand)
-        # jsonb numbers are exact numerics: compared as numeric, never through float8,
-        # integers of any size compare exactly and no stored number can fail a cast.
+        # jsonb numbers are exact numerics, and jsonb orders numbers as numerics: the
+        # value is compared as jsonb with the operand as a jsonb number, never through
+        # float8, so integers of any size compare exactly and nothing is cast per row.
         # A float is the decimal its JSON text (its repr) says, as a stored one is.
-        exact = Decimal(operand) if isinstance(operand, int) else Decimal(repr(operand))
-        number = sa.cast(target.scalar(), sa.Numeric)
-        # A CASE: PostgreSQL does not promise to test the type before the cast.
-        return sa.case(
-            (kind == "number", number.op(operator)(sa.literal(exact, sa.Numeric))),
-            else_=sa.false(),
-        )
+        text = str(operand) if isinstance(operand, int) else repr(operand)
+        number = sa.cast(sa.literal(text, sa.Text), postgresql.JSONB)
+        # jsonb orders types before values: compare numbers only.
+        return sa.and_(kind == "number", target.jsonb().op(operator)(number))
     if isinstance(operand, str) and not isinstance(operand, bool):
         if target.dialect == "postgresql" and "\x00" in operand:
             # PostgreSQL text holds no NUL, and jsonb strings never do; NUL sorts first,
@@ -212,19 +209,21 @@ def _sqlite_number(target: _Target, operator: str, operand: int | float) -> sa.C
     """An exact numeric comparison on SQLite.
 
     ``json_extract`` gives a JSON integer within 64 bits as an SQL integer and any
-    other number as a real, and SQLite compares integers with reals exactly, so an
-    integer operand within 64 bits is bound as an integer and a float as a real.
-    An integer beyond 64 bits is compared with a real as the double nearest it, the
-    tie (the real equals that double) settled here exactly. A stored integer beyond
-    64 bits, which ``json_extract`` rounds, is compared by its JSON text (``->``),
-    the canonical digits Python wrote, by sign, length and digits.
+    other number as a real (an integer beyond 64 bits rounded), and SQLite compares
+    integers with reals exactly. Against an operand strictly inside the 64-bit range
+    that is all it takes: a rounded integer beyond it is still on the same side of
+    the operand. An operand at or beyond the range's ends is compared with a real as
+    the double nearest it, the tie (the real equals that double) settled here
+    exactly, and with a stored integer beyond 64 bits by that integer's JSON text
+    (``->``, the digits Python wrote), by sign, length and digits.
     """
     kind = target.json_type()
     value = target.scalar()
-    if isinstance(operand, float) and abs(operand) < 2**63:
-        exact: int | None = None  # a wide stored integer: its sign decides
-    else:
-        exact = int(operand)
+    numeric = kind.in_(("integer", "real"))
+    if -(2**63) < operand < 2**63:
+        bound = sa.literal(operand, sa.Integer if isinstance(operand, int) else sa.Float)
+        return sa.and_(numeric, value.op(operator)(bound))
+    exact = int(operand)  # a float this large is an integer
     if isinstance(operand, int) and operand not in _INT64:
         try:
             nearest = float(operand)
@@ -240,7 +239,6 @@ def _sqlite_number(target: _Target, operator: str, operand: int | float) -> sa.C
     else:
         kind_of = sa.Integer if isinstance(operand, int) else sa.Float
         ordinary = value.op(operator)(sa.literal(operand, kind_of))
-    numeric = kind.in_(("integer", "real"))
     if not _HAS_ARROW:  # no JSON text of a value: wide integers compare rounded
         return sa.and_(numeric, ordinary)
     text = target.sqlite(D.value.op("->", return_type=sa.Text))
@@ -251,14 +249,9 @@ def _sqlite_number(target: _Target, operator: str, operand: int | float) -> sa.C
     )
 
 
-def _wide(text: sa.ColumnElement[Any], operator: str, exact: int | None) -> Any:
-    """``text`` (the digits of an integer beyond 64 bits) ``operator`` ``exact``; with
-    no ``exact`` (a float operand within 64 bits) only the sign decides."""
+def _wide(text: sa.ColumnElement[Any], operator: str, exact: int) -> Any:
+    """``text`` (the digits of an integer beyond 64 bits) ``operator`` ``exact``."""
     negative = sa.func.substr(text, 1, 1) == "-"
-    if exact is None:
-        if operator == "=":
-            return sa.false()
-        return negative if operator.startswith("<") else sa.not_(negative)
     wanted = str(exact)
     length = sa.func.length(text)
     equal = text == wanted
