@@ -78,9 +78,6 @@ class ConformanceStore(TieredStore):
         memory = make_memory(project=f"peer-{next(self._projects)}", clock=ConformanceStore.clock)
         super().__init__(memory, index=index_config(index), ttl=ttl)
 
-    def setup(self) -> None:
-        """Nothing to do: the memory created tiermem's schema."""
-
     @classmethod
     @contextmanager
     def from_conn_string(
@@ -100,8 +97,8 @@ class AsyncConformanceStore:
     ``AsyncPostgresStore``) are used: built with ``async with from_conn_string(...)``,
     with ``setup``, ``sweep_ttl``, ``start_ttl_sweeper`` and ``stop_ttl_sweeper`` as
     coroutines. ``TieredStore`` is one class for sync and async code: those are plain
-    methods there (``asweep_ttl`` is the awaitable sweep). Everything else is the
-    store's own.
+    methods there (``asetup`` and ``asweep_ttl`` are the awaitable setup and sweep).
+    Everything else is the store's own.
     """
 
     def __init__(self, *, index: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -111,7 +108,8 @@ class AsyncConformanceStore:
         return getattr(self.store, name)
 
     async def setup(self) -> None:
-        """Nothing to do: the memory created tiermem's schema."""
+        """The store's ``asetup``."""
+        await self.store.asetup()
 
     async def sweep_ttl(self) -> int:
         """The store's ``asweep_ttl``."""

@@ -52,6 +52,7 @@ __all__ = [
     "count_by_tier",
     "tier_counts",
     "touch_documents",
+    "transaction_time",
 ]
 
 D = document_table.c
@@ -166,6 +167,19 @@ _GET_ONE = sa.select(*_COLUMNS).where(
     D.key == sa.bindparam("key"),
     sa.or_(D.expires_at.is_(None), D.expires_at > sa.bindparam("now")),
 )
+#: ``_GET_ONE`` by the server's clock (PostgreSQL's ``now()``).
+_GET_ONE_BY_SERVER = sa.select(*_COLUMNS).where(
+    D.project == sa.bindparam("project"),
+    D.namespace == sa.bindparam("namespace"),
+    D.key == sa.bindparam("key"),
+    live(sa.func.now()),
+)
+
+
+def transaction_time(conn: Connection) -> datetime:
+    """PostgreSQL's ``now()``: the start of the current transaction by the server's
+    clock, the same value every ``now()`` of the transaction reads."""
+    return as_utc(conn.execute(sa.select(sa.func.now())).scalar_one())
 
 
 @functools.lru_cache(maxsize=4)
@@ -197,13 +211,15 @@ def _ids_among(dialect: str) -> sa.ColumnElement[bool]:
 
 
 def get_documents(
-    conn: Connection, *, project: str, wanted: Sequence[tuple[str, str]], now: datetime
+    conn: Connection, *, project: str, wanted: Sequence[tuple[str, str]], now: Any
 ) -> dict[tuple[str, str], StoredDocument]:
-    """The live documents among ``wanted`` (namespace text, key), by their address."""
+    """The documents among ``wanted`` (namespace text, key) live at ``now`` (a time, or
+    the server's ``now()``), by their address."""
     found: dict[tuple[str, str], StoredDocument] = {}
+    statement = _GET_ONE if isinstance(now, datetime) else _GET_ONE_BY_SERVER
     for namespace, key in dict.fromkeys(wanted):
         row = _fast.first(
-            conn, _GET_ONE, {"project": project, "namespace": namespace, "key": key, "now": now}
+            conn, statement, {"project": project, "namespace": namespace, "key": key, "now": now}
         )
         if row is not None:
             found[(namespace, key)] = _document(row)
@@ -211,10 +227,16 @@ def get_documents(
 
 
 def touch_documents(
-    conn: Connection, documents: Sequence[StoredDocument], *, now: datetime, refresh: bool
+    conn: Connection,
+    documents: Sequence[StoredDocument],
+    *,
+    now: datetime,
+    refresh: bool,
+    expires_from: datetime | None = None,
 ) -> None:
-    """Record an access of each document (``last_accessed``, ``access_count``, tier
-    ACTIVE); with ``refresh``, restart the time to live of those that have one."""
+    """Record an access at ``now`` of each document (``last_accessed``,
+    ``access_count``, tier ACTIVE); with ``refresh``, restart the time to live of
+    those that have one, from ``expires_from`` (default ``now``)."""
     if not documents:
         return
     ids = sorted({document.id for document in documents})
@@ -229,7 +251,7 @@ def touch_documents(
     for ttl, chosen in by_ttl.items():  # one statement per distinct time to live
         values = {
             "ids": ids_value(dialect, sorted(set(chosen))),
-            "expiry": now + timedelta(minutes=ttl),
+            "expiry": (expires_from or now) + timedelta(minutes=ttl),
         }
         _fast.write(conn, _refresh(dialect), values)
 
@@ -406,12 +428,19 @@ _DELETE_ONE = sa.delete(document_table).where(
 
 
 def put_documents(
-    conn: Connection, *, project: str, documents: Sequence[NewDocument], now: datetime
+    conn: Connection,
+    *,
+    project: str,
+    documents: Sequence[NewDocument],
+    now: datetime,
+    expires_from: datetime | None = None,
 ) -> None:
-    """Insert or replace each document; a replaced one keeps its ``created_at`` and
-    access count (the write counts as an access)."""
+    """Insert or replace each document, written at ``now``, a time to live running
+    from ``expires_from`` (default ``now``); a replaced one keeps its ``created_at``
+    and access count (the write counts as an access)."""
     if not documents:
         return
+    start = expires_from or now
     rows = [
         {
             "project": project,
@@ -425,7 +454,7 @@ def put_documents(
             "expires_at": (
                 None
                 if document.ttl_minutes is None
-                else now + timedelta(minutes=document.ttl_minutes)
+                else start + timedelta(minutes=document.ttl_minutes)
             ),
             "ttl_minutes": document.ttl_minutes,
             "last_accessed": now,

@@ -13,12 +13,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import math
 import threading
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -45,10 +43,14 @@ from langgraph.store.base import (
 from sqlalchemy.engine import Connection
 from tiermem import ConversationMemory, MemoryTier
 from tiermem._storage import documents as docs
+from tiermem._storage import failpoints as _failpoints
 from tiermem._storage import fts
 from tiermem._storage.database import commit_without_waiting
+from tiermem._storage.document_values import check_text, check_value
 from tiermem.errors import InvalidArgument
 from tiermem.tiers import calculate_tier
+
+from ._sweeper import Sweeper
 
 __all__ = ["DEFAULT_VECTOR_CANDIDATES", "ItemState", "TieredStore"]
 
@@ -123,24 +125,51 @@ def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     return all(label == wanted or wanted == "*" for label, wanted in pairs)
 
 
+#: The largest limit or offset: what a 64-bit SQL integer holds.
+_MAX_COUNT = 2**63 - 1
+
+#: The longest time to live, in minutes (a thousand years): every expiry is then a
+#: date both backends and Python hold.
+MAX_TTL_MINUTES = 1000 * 366 * 24 * 60
+
+#: The longest sweep interval, in minutes: the longest wait a thread can make.
+_MAX_WAIT = threading.TIMEOUT_MAX / 60
+
+
 def _check_count(name: str, value: object, *, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
+        raise InvalidArgument(f"{name} must be an int from 0 to 2**63 - 1, got {value!r}")
+
+
+def _check_minutes(name: str, value: object, maximum: float) -> float | None:
+    """``value`` as a number of minutes > 0 and <= ``maximum``, or ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
+        raise InvalidArgument(
+            f"{name} must be a number of minutes > 0 and <= {maximum:g}, or None; got {value!r}"
+        )
+    return float(value)
 
 
 def _check_ttl(ttl: object) -> float | None:
-    if ttl is None:
-        return None
-    if (
-        isinstance(ttl, bool)
-        or not isinstance(ttl, int | float)
-        or not math.isfinite(ttl)
-        or ttl <= 0
-    ):
-        raise InvalidArgument(f"ttl must be a number of minutes > 0 or None, got {ttl!r}")
-    return float(ttl)
+    return _check_minutes("ttl", ttl, MAX_TTL_MINUTES)
+
+
+def _check_labels(op: Op) -> None:
+    """The namespace labels and key of ``op`` are text both backends store."""
+    labels: list[str] = []
+    if isinstance(op, GetOp | PutOp):
+        labels = [*op.namespace, op.key]
+    elif isinstance(op, SearchOp):
+        labels = list(op.namespace_prefix)
+    elif isinstance(op, ListNamespacesOp):
+        labels = [label for c in op.match_conditions or () for label in c.path]
+    for label in labels:
+        if isinstance(label, str):  # other types are LangGraph's namespace errors
+            check_text(label, "a namespace label or key")
 
 
 def _check_put(op: PutOp) -> None:
@@ -155,6 +184,7 @@ def _check_put(op: PutOp) -> None:
     if op.index is not None and op.index is not False:
         if not isinstance(op.index, list) or not all(isinstance(p, str) for p in op.index):
             raise InvalidArgument("index must be False, None or a list of field paths")
+    check_value(op.value, "a stored value")
     try:
         json.dumps(op.value, allow_nan=False)
     except (TypeError, ValueError) as error:
@@ -216,9 +246,7 @@ class TieredStore(BaseStore):
                 self.embeddings = ensure_embeddings(embed)
         self._fields = [(path, path if path == "$" else tokenize_path(path)) for path in fields]
         self._owned = False
-        self._sweeper: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._sweeper_future: concurrent.futures.Future[None] | None = None
+        self._sweeper: Sweeper | None = None
 
     @staticmethod
     def _check_ttl_config(ttl: TTLConfig | None) -> TTLConfig | None:
@@ -234,11 +262,7 @@ class TieredStore(BaseStore):
         if not isinstance(ttl.get("omit_expired", False), bool):
             raise InvalidArgument("omit_expired must be a bool")
         _check_ttl(ttl.get("default_ttl"))
-        interval = ttl.get("sweep_interval_minutes")
-        if interval is not None and (
-            isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0
-        ):
-            raise InvalidArgument("sweep_interval_minutes must be a number > 0 or None")
+        _check_minutes("sweep_interval_minutes", ttl.get("sweep_interval_minutes"), _MAX_WAIT)
         return TTLConfig(**ttl)
 
     @classmethod
@@ -275,6 +299,29 @@ class TieredStore(BaseStore):
         self.stop_ttl_sweeper()
         if self._owned:
             self.memory.close()
+
+    def _op_setup(self) -> _Operation[None]:
+        self.memory.database.ensure_schema()
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    def setup(self) -> None:
+        """Create tiermem's tables in the memory's database if they are missing.
+
+        Idempotent, and safe when several processes call it at once. Optional: the
+        first operation creates them too; calling it at start-up (as with
+        LangGraph's ``PostgresStore`` and ``SqliteStore``) moves that work, and its
+        errors, out of the first request. Upgrading an older tiermem schema is
+        ``tiermem db upgrade``.
+
+        Raises:
+            StorageError: (a subclass) when the database cannot be reached or written.
+        """
+        self._drive(self._op_setup())
+
+    async def asetup(self) -> None:
+        """Async :meth:`setup`."""
+        await self._adrive(self._op_setup())
 
     def __enter__(self) -> TieredStore:
         return self
@@ -338,6 +385,7 @@ class TieredStore(BaseStore):
             if not isinstance(op, GetOp | SearchOp | PutOp | ListNamespacesOp):
                 raise InvalidArgument(f"unknown operation {type(op).__name__}")
             validate_op_namespace(op)
+            _check_labels(op)
             if isinstance(op, PutOp):
                 _check_put(op)
                 _check_ttl(op.ttl)
@@ -365,6 +413,7 @@ class TieredStore(BaseStore):
                 vectors = yield _Embed(queries, queries=True)
                 query_vectors = dict(zip(queries, vectors, strict=True))
         now = self.memory.now()
+        live_at = self._expiry_clock(now)
         project = self.memory.project
         deletes = [(_namespace_text(ns), key) for (ns, key), op in puts.items() if op.value is None]
         reading = any(isinstance(op, GetOp | SearchOp) for op in ops)
@@ -375,25 +424,34 @@ class TieredStore(BaseStore):
             for op in ops:
                 if isinstance(op, GetOp):
                     address = (_namespace_text(tuple(op.namespace)), op.key)
-                    found = docs.get_documents(conn, project=project, wanted=[address], now=now)
+                    found = docs.get_documents(conn, project=project, wanted=[address], now=live_at)
                     document = found.get(address)
                     if document is not None:
                         touched[bool(op.refresh_ttl)].append(document)
                     results.append(None if document is None else _item(document))
                 elif isinstance(op, SearchOp):
-                    hits = self._search(conn, op, query_vectors.get(op.query or ""), now)
+                    hits = self._search(conn, op, query_vectors.get(op.query or ""), live_at)
                     touched[bool(op.refresh_ttl)].extend(hits)
                     results.append([_search_item(document) for document in hits])
                 elif isinstance(op, ListNamespacesOp):
-                    results.append(self._list_namespaces(conn, op, now))
+                    results.append(self._list_namespaces(conn, op, live_at))
                 else:
                     results.append(None)
+            expires_from = now
+            ttls = [d.ttl_minutes for d in touched[True]] + [d.ttl_minutes for d in new_docs]
+            if self.memory.database.server_time and any(ttl is not None for ttl in ttls):
+                # A time to live runs from the server's now(), read once.
+                expires_from = docs.transaction_time(conn)
             for refresh, documents in touched.items():
-                docs.touch_documents(conn, documents, now=now, refresh=refresh)
+                docs.touch_documents(
+                    conn, documents, now=now, refresh=refresh, expires_from=expires_from
+                )
             if not puts:  # reads: only access records were written
                 commit_without_waiting(conn)
             deleted = docs.delete_documents(conn, project=project, addresses=deletes)
-            docs.put_documents(conn, project=project, documents=new_docs, now=now)
+            docs.put_documents(
+                conn, project=project, documents=new_docs, now=now, expires_from=expires_from
+            )
             for kind, addresses in (
                 ("document:deleted", deleted),
                 ("document:put", [(doc.namespace, doc.key) for doc in new_docs]),
@@ -459,7 +517,7 @@ class TieredStore(BaseStore):
         conn: Connection,
         op: SearchOp,
         query_vector: list[float] | None,
-        now: datetime,
+        now: Any,
     ) -> list[docs.StoredDocument]:
         prefix = _namespace_text(tuple(op.namespace_prefix)) or None
         words = fts.query_words(op.query) if op.query else []
@@ -505,7 +563,7 @@ class TieredStore(BaseStore):
         return ranked[op.offset : op.offset + op.limit]
 
     def _list_namespaces(
-        self, conn: Connection, op: ListNamespacesOp, now: datetime
+        self, conn: Connection, op: ListNamespacesOp, now: Any
     ) -> list[tuple[str, ...]]:
         prefix: list[str] = []
         for condition in op.match_conditions or ():
@@ -527,12 +585,21 @@ class TieredStore(BaseStore):
 
     # ------------------------------------------------------------------ TTL and tiers
 
+    def _expiry_clock(self, now: datetime) -> Any:
+        """What times to live are measured by: PostgreSQL's ``now()`` when the memory
+        has no injected clock (so hosts whose clocks differ agree on what expired),
+        else ``now``, the memory's clock (SQLite has no server clock)."""
+        database = self.memory.database
+        return database.server_now() if database.server_time else now
+
     def _op_sweep(self) -> _Operation[int]:
-        now = self.memory.now()
-        removed = self.memory.database.run(
-            partial(docs.prune_document_batch, project=self.memory.project, now=now, want=None)
-        )
-        return len(removed)
+        now, project = self._expiry_clock(self.memory.now()), self.memory.project
+
+        def sweep(conn: Connection) -> tuple[int, ...]:
+            _failpoints.hit("ttl_sweep.before_delete")
+            return docs.prune_document_batch(conn, project=project, now=now, want=None)
+
+        return len(self.memory.database.run(sweep))
         yield  # pragma: no cover - makes this a generator
 
     def sweep_ttl(self) -> int:
@@ -547,54 +614,46 @@ class TieredStore(BaseStore):
         self, sweep_interval_minutes: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the
-        TTLConfig's) on a daemon thread until :meth:`stop_ttl_sweeper`.
+        TTLConfig's) on a daemon thread until :meth:`stop_ttl_sweeper`. A sweep that
+        fails is logged and tried again after 1 s, 2 s, 4 s... (at most the
+        interval) until one succeeds: the thread never ends on an error.
 
         Returns:
             A future that completes when the sweeper stops (at once when there is
             no interval).
         """
-        interval = sweep_interval_minutes
+        interval = _check_minutes("sweep_interval_minutes", sweep_interval_minutes, _MAX_WAIT)
         if interval is None and self.ttl_config:
             interval = self.ttl_config.get("sweep_interval_minutes")
-        if self._sweeper_future is not None and not self._sweeper_future.done():
-            return self._sweeper_future
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._sweeper is not None and not self._sweeper.future.done():
+            return self._sweeper.future
         if not interval:
-            future.set_result(None)
-            return future
-        seconds = float(interval) * 60
-        self._stop.clear()
-
-        def loop() -> None:
-            try:
-                while not self._stop.wait(seconds):
-                    self.sweep_ttl()
-            finally:
-                future.set_result(None)
-
-        self._sweeper_future = future
-        self._sweeper = threading.Thread(target=loop, name="tiermem-ttl-sweeper", daemon=True)
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+            done.set_result(None)
+            return done
+        self._sweeper = Sweeper(self.sweep_ttl, float(interval) * 60)
         self._sweeper.start()
-        return future
+        return self._sweeper.future
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; False when it did not stop within ``timeout`` seconds."""
         if self._sweeper is None:
             return True
-        self._stop.set()
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
+        stopped = self._sweeper.stop(timeout)
         if stopped:
             self._sweeper = None
         return stopped
 
     def _op_state(self, namespace: tuple[str, ...], key: str) -> _Operation[ItemState | None]:
         validate_op_namespace(GetOp(tuple(namespace), key))
+        _check_labels(GetOp(tuple(namespace), key))
         address = (_namespace_text(tuple(namespace)), key)
         project, now = self.memory.project, self.memory.now()
+        live_at = self._expiry_clock(now)
 
         def read(conn: Connection) -> docs.StoredDocument | None:
-            return docs.get_documents(conn, project=project, wanted=[address], now=now).get(address)
+            found = docs.get_documents(conn, project=project, wanted=[address], now=live_at)
+            return found.get(address)
 
         document = self.memory.database.run(read, write=False)
         if document is None:
