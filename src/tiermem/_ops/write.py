@@ -44,7 +44,14 @@ from ..errors import (
 from ..signals import Pending
 from ..types import EntryType, MemoryEntry
 from . import feed
-from .compress import Planned, auto_compress, compression_due, plan_compression
+from .compress import (
+    Planned,
+    auto_compress,
+    compression_due,
+    new_claim_token,
+    plan_compression,
+    releasing_claim,
+)
 from .embed import queue_entries
 from .read import MessageWindow, message_window, render_window
 
@@ -169,7 +176,7 @@ def _store(
     happen: the caller reads after it). With ``expected_last_id``, append only if
     the session's newest entry has that message id (else :class:`StaleContext`)."""
     validate_session_id(session_id)
-    now = ctx.now()
+    now, token = ctx.now(), new_claim_token()
 
     def create(conn: Connection) -> SessionRecord:
         return store.get_session(
@@ -237,23 +244,27 @@ def _store(
         if compression_due(ctx, counters, now):
             # The row is locked already: plan the compression (pick the entries,
             # take the claim) here rather than in a transaction of its own.
-            planned = plan_compression(ctx, conn, counters, now)
+            planned = plan_compression(ctx, conn, counters, now, token=token)
         read = window(conn, counters)
         # Their events were written with them.
         pending += [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
         _failpoints.hit("append.before_commit")
         return entries, counters, read, planned, pending
 
-    entries, counters, read, planned, pending = yield from ctx.transact(work)
-    _failpoints.hit("append.after_commit")
-    yield from ctx.emit(pending)
-    if entries:
-        queue_entries(ctx, [entry.id for entry in entries])
-    sink: list[MessageWindow] | None = [] if with_window and read is None else None
-    yield from auto_compress(ctx, session_id, counters, sink, planned)
-    if read is None and sink:
-        read = sink[0]
-    return entries, read
+    def append_then_compress() -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
+        entries, counters, read, planned, pending = yield from ctx.transact(work)
+        _failpoints.hit("append.after_commit")
+        yield from ctx.emit(pending)
+        if entries:
+            queue_entries(ctx, [entry.id for entry in entries])
+        sink: list[MessageWindow] | None = [] if with_window and read is None else None
+        yield from auto_compress(ctx, session_id, counters, sink, planned)
+        if read is None and sink:
+            read = sink[0]
+        return entries, read
+
+    # The append may take the compression claim: a cancelled caller releases it.
+    return (yield from releasing_claim(ctx, session_id, token, append_then_compress()))
 
 
 def add_message(
