@@ -4,7 +4,8 @@ Each test cancels the call at every transaction it runs, in turn: the transactio
 is let commit first (a claim it took is then in the database), and the thread
 that ran it waits until the event loop has delivered the cancellation, so the
 order is fixed without sleeping. ``again`` cancels once more at every later
-transaction, the release included.
+transaction, the release included. The release runs in the background (the
+cancelled caller does not wait for it): ``cleanups_finished`` waits for it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem._core.runner import Op, Transact, arun, cleanups_finished
 from tiermem._storage.database import Database
 from tiermem.testing import FakeSummarizer
 
@@ -106,6 +108,7 @@ async def _cancel_everywhere(
             )
             with pytest.raises(asyncio.CancelledError):
                 await task
+            await cleanups_finished()
             monkeypatch.setattr(Database, "run", original)
             assert _claims(engine) == [None] * len(_claims(engine)), (at, again)
 
@@ -162,31 +165,39 @@ async def test_a_cancelled_summarizer_call_releases_the_claim(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    await cleanups_finished()
     assert _claims(engine) == [None]
 
 
-async def test_a_queued_transaction_runs_although_its_caller_was_cancelled(
+async def test_a_cleanup_runs_after_the_transaction_a_cancellation_interrupted(
     engine: Engine,
 ) -> None:
-    """A transaction still waiting for a worker thread when its caller is cancelled
-    (twice) runs all the same, and the caller sees the cancellation only after it:
-    a claim's release cannot be lost to a busy executor."""
+    """Cancelled while its transaction still waits for a worker thread, an operation
+    raises at once; that transaction runs all the same, and the cleanup it yields
+    while unwinding runs after it, in the background."""
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+    database = Database(engine=engine)
     gate = threading.Event()
     busy = loop.run_in_executor(None, gate.wait)  # holds the only worker
-    ran: list[int] = []
-    call = asyncio.ensure_future(Database(engine=engine).arun(lambda conn: ran.append(1)))
+    ran: list[str] = []
+
+    def operation() -> Op[None]:
+        try:
+            yield Transact(database, lambda conn: ran.append("work"))
+        except asyncio.CancelledError:
+            yield Transact(database, lambda conn: ran.append("cleanup"), cleanup=True)
+            raise
+
+    call = asyncio.ensure_future(arun(operation()))
     try:
-        await asyncio.sleep(0)  # one loop turn: the call queues its work behind ``busy``
+        await asyncio.sleep(0)  # one loop turn: the work is queued behind ``busy``
         call.cancel()
-        await asyncio.sleep(0)  # one loop turn: the cancellation is delivered
-        call.cancel()
-        await asyncio.sleep(0)
-        assert not call.done() and ran == []
+        with pytest.raises(asyncio.CancelledError):
+            await call  # at once: the worker is still busy
+        assert ran == []
     finally:
         gate.set()
         await busy
-    with pytest.raises(asyncio.CancelledError):
-        await call
-    assert ran == [1]
+    await cleanups_finished()
+    assert ran == ["work", "cleanup"]

@@ -8,10 +8,11 @@ no transaction or lock held; (3) in a second transaction, store the summary
 and link the entries only if the claim is still ours and every entry is still
 active. A failure in (2) releases the claim, backs automatic compression off
 and signals ``compression_failed``; no entry changes. A killed worker's claim
-expires after ``claim_ttl``. A cancelled (or interrupted) call releases its claim
-before the cancellation goes on: the token is chosen before the transaction that
-may take the claim (:func:`releasing_claim`), and an async transaction ends before
-its caller sees the cancellation, so the release always follows the claim.
+expires after ``claim_ttl``. A cancelled (or interrupted) call releases its claim:
+the token is chosen before the transaction that may take the claim
+(:func:`releasing_claim`), and the release is a cleanup transaction, which the
+async driver runs after that transaction ended, even when the caller is gone
+(:mod:`tiermem._core.runner`).
 """
 
 from __future__ import annotations
@@ -500,7 +501,7 @@ def _release(
 
     try:
         now = ctx.now()
-        yield from ctx.transact(release)
+        yield from ctx.transact(release, cleanup=True)
     except TiermemError as exc:  # the lease expires on its own
         logger.warning("could not release compression claim of %r: %s", session_id, exc)
     except Exception:

@@ -11,7 +11,6 @@ escape: they become :mod:`tiermem.errors` types with the original as cause.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import os
 import sqlite3
@@ -454,33 +453,13 @@ class Database:
 
         A cancelled caller does not stop the transaction: it runs to its end on its
         thread, committing or rolling back as it would have, and then returns its
-        connection. The caller sees the cancellation only once the transaction has
-        ended, so what it does next (release a claim it may have taken) comes
-        after, never before, that transaction's commit; a second cancellation waits
-        the same way. So cancellation never leaves a connection checked out or a
+        connection. So cancellation never leaves a connection checked out or a
         transaction open, and a write whose caller was cancelled may still commit.
 
         Raises:
             StorageError: (a subclass) when the database fails; nothing was committed.
-            asyncio.CancelledError: the caller was cancelled (after the transaction ended).
         """
-        # What asyncio.to_thread does, as a future the caller's cancellation cannot
-        # cancel (shielded): a queued transaction still runs, a running one ends.
-        call = functools.partial(self.run, work, write=write, snapshot=snapshot)
-        work_done = asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(contextvars.copy_context().run, call)
-        )
-        try:
-            return await asyncio.shield(work_done)
-        except asyncio.CancelledError as cancelled:
-            while not work_done.done():
-                try:
-                    await asyncio.wait([work_done])
-                except asyncio.CancelledError:
-                    continue  # cancelled again: still wait for the end
-            if not work_done.cancelled():
-                work_done.exception()  # retrieved: the caller sees its cancellation
-            raise cancelled from None
+        return await asyncio.to_thread(self.run, work, write=write, snapshot=snapshot)
 
     def dispose(self) -> None:
         """Close the pooled connections (and those kept between transactions)."""
