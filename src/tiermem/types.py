@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +18,7 @@ from .tiers import MemoryTier, TierPolicy, _check_field_names, _KeywordChecked
 __all__ = [
     "MAX_DURATION_SECONDS",
     "CompressionResult",
+    "ContextMessages",
     "EntryType",
     "LoadedSession",
     "MemoryConfig",
@@ -260,6 +261,23 @@ class SessionInfo:
     memory_tier: str
     total_entries: int
     context_tokens: int
+
+
+class ContextMessages(list[BaseMessage]):
+    """The context a read hands a model: a ``list`` of messages, plus the
+    ``version`` of the session it shows.
+
+    ``version`` is an opaque string that changes with every append to the session
+    and when the session is cleared (or does not exist yet). Pass it as
+    ``add_and_get_messages(..., expected_version=context.version)`` to store a
+    turn answered from this context only if nobody changed the session since.
+    """
+
+    __slots__ = ("version",)
+
+    def __init__(self, messages: Iterable[BaseMessage] = (), version: str = "0:0") -> None:
+        super().__init__(messages)
+        self.version = version
 
 
 @dataclass(frozen=True, slots=True)
