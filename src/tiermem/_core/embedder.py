@@ -13,7 +13,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from .._compression.background import BackgroundQueue
-from ..errors import InvalidArgument
+from ..errors import EmbeddingFailed, InvalidArgument
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -72,7 +72,29 @@ class Embedder:
         self.queue = BackgroundQueue("embed")
         self._waiting: dict[str, list[int]] = {}
         self._lock = threading.Lock()
+        #: The bytes of this model's vectors, as its first answer in this process had.
+        self.size: int | None = None
         _EMBEDDERS.add(self)
+
+    def check_size(self, size: int) -> None:
+        """Check that a vector of ``size`` bytes is as large as the model's first
+        (which sets the size).
+
+        Raises:
+            EmbeddingFailed: the model changed its vectors' size under one model id;
+                such vectors cannot be compared with the stored ones.
+        """
+        with self._lock:
+            if self.size is None:
+                self.size = size
+            expected = self.size
+        if size != expected:
+            raise EmbeddingFailed(
+                f"the embedding model returned vectors of {size // 4} numbers, not "
+                f"{expected // 4} as before under the model id {self.model!r}; "
+                "vectors of another size are never stored (give the model another id, "
+                "e.g. its dimensions attribute, to change it)"
+            )
 
     def add(self, ids: list[int], kind: str = "entry") -> None:
         """Remember new rows to embed: entries, or layer items (``kind="item"``)."""

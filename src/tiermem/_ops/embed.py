@@ -61,9 +61,11 @@ def _vectors(embedder: Embedder, texts: list[str], *, query: bool = False) -> Op
     except Exception as exc:  # any model error: one typed error, nothing stored
         raise EmbeddingFailed(f"the embedding model raised {exc!r:.200}") from exc
     try:
-        return dense.encode_all(found, len(texts))
+        blobs = dense.encode_all(found, len(texts))
     except ValueError as exc:
         raise EmbeddingFailed(f"the embedding model returned {exc}") from exc
+    embedder.check_size(len(blobs[0]))
+    return blobs
 
 
 def _documents(embedder: Embedder, texts: list[str]) -> Op[list[bytes]]:
