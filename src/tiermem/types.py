@@ -77,6 +77,9 @@ class MemoryConfig(_KeywordChecked):
             they pass this share of ``max_tokens``.
         summarizer_timeout: seconds before a summarizer call is abandoned
             (``None``: wait forever).
+        embedding_timeout: seconds before a call of the embedding model is
+            abandoned (``None``: wait forever): a search then ranks by words, and
+            the rows wait for a backfill.
         heuristic_fallback: when the summarizer fails, store the heuristic
             summary instead of leaving the entries uncompressed.
         background: compress on a worker thread; ``add_*`` returns at once.
@@ -114,6 +117,7 @@ class MemoryConfig(_KeywordChecked):
     compression_ratio: float = 0.3
     summary_share: float = 0.5
     summarizer_timeout: float | None = 60.0
+    embedding_timeout: float | None = 30.0
     heuristic_fallback: bool = False
     background: bool = False
     claim_ttl: float = 120.0
@@ -140,6 +144,7 @@ class MemoryConfig(_KeywordChecked):
             if value >= 1:
                 raise InvalidArgument(f"{name} must be below 1, got {value!r}")
         _positive_number("summarizer_timeout", self.summarizer_timeout, allow_none=True)
+        _positive_number("embedding_timeout", self.embedding_timeout, allow_none=True)
         for name in ("claim_ttl", "backoff_base", "backoff_max"):
             _positive_number(name, getattr(self, name), maximum=MAX_DURATION_SECONDS)
         if self.summary_prompt is not None and "{conversation}" not in self.summary_prompt:

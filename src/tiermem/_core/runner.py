@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import signals
 
 if TYPE_CHECKING:
-    from langchain_core.embeddings import Embeddings
     from sqlalchemy.engine import Connection
 
     from .._compression.summarizer import Summarizer
     from .._storage.database import Database
+    from .embedder import Embedder
 
 __all__ = [
     "Compute",
@@ -105,12 +105,13 @@ class Compute:
 
 @dataclass(frozen=True, slots=True)
 class Embed:
-    """Ask ``embeddings`` for the vectors of ``texts`` (documents), or of one query
-    (``query``: ``texts`` holds it alone)."""
+    """Ask ``embedder``'s model for the vectors of ``texts`` (documents), or of one
+    query (``query``: ``texts`` holds it alone), within ``timeout`` seconds."""
 
-    embeddings: Embeddings
+    embedder: Embedder
     texts: list[str]
     query: bool = False
+    timeout: float | None = None
 
 
 Effect = Transact | Emit | Summarize | Compute | Embed
@@ -248,9 +249,7 @@ def _perform(effect: Effect) -> Any:
     if isinstance(effect, Compute):
         return effect.work()
     if isinstance(effect, Embed):
-        if effect.query:
-            return [effect.embeddings.embed_query(effect.texts[0])]
-        return effect.embeddings.embed_documents(effect.texts)
+        return effect.embedder.embed(effect.texts, effect.query, effect.timeout)
     return effect.summarizer.summarize(effect.prompt, effect.timeout)
 
 
@@ -261,7 +260,5 @@ async def _aperform(effect: Emit | Summarize | Compute | Embed) -> Any:
     if isinstance(effect, Compute):
         return await asyncio.to_thread(effect.work)
     if isinstance(effect, Embed):
-        if effect.query:
-            return [await effect.embeddings.aembed_query(effect.texts[0])]
-        return await effect.embeddings.aembed_documents(effect.texts)
+        return await effect.embedder.aembed(effect.texts, effect.query, effect.timeout)
     return await effect.summarizer.asummarize(effect.prompt, effect.timeout)
