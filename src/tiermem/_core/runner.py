@@ -182,6 +182,8 @@ async def arun(op: Op[T]) -> T:
             value = await awaiting
         except asyncio.CancelledError as exc:
             error = exc
+            if running is not None:  # its outcome is nobody's now: no "never retrieved"
+                running.add_done_callback(_retrieve)
             task = asyncio.current_task()
             # Only a cancelled task: a CancelledError a callee raised of its own (no
             # cancellation requested) leaves a caller that still awaits the cleanup.
@@ -194,6 +196,11 @@ async def arun(op: Op[T]) -> T:
 #: Cleanup transactions of cancelled operations still running (held: a task that
 #: nothing references may be collected before it ends).
 _CLEANUPS: set[asyncio.Task[None]] = set()
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _start(effect: Transact) -> asyncio.Future[Any]:
@@ -216,8 +223,6 @@ def _clean_up_after(in_flight: asyncio.Future[Any] | None, effect: Transact) -> 
 async def _clean_up(in_flight: asyncio.Future[Any] | None, effect: Transact) -> None:
     if in_flight is not None:
         await _to_the_end(in_flight)
-        if not in_flight.cancelled():
-            in_flight.exception()  # its outcome was for the cancelled caller
     done = _start(effect)
     await _to_the_end(done)
     if not done.cancelled() and done.exception() is not None:
@@ -235,9 +240,11 @@ async def _to_the_end(future: asyncio.Future[Any]) -> None:
 
 
 async def cleanups_finished() -> None:
-    """Wait until the cleanups of cancelled operations started so far have ended."""
-    while _CLEANUPS:
-        await asyncio.wait(list(_CLEANUPS))
+    """Wait until the cleanups of cancelled operations started so far on this event
+    loop have ended."""
+    loop = asyncio.get_running_loop()
+    while mine := [task for task in _CLEANUPS if task.get_loop() is loop]:
+        await asyncio.wait(mine)
 
 
 def _perform(effect: Effect) -> Any:
