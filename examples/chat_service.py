@@ -16,7 +16,7 @@ together, and the next context read back, with ``aadd_and_get_messages(session,
 [user, reply], ...)``: one transaction, so a turn is stored whole or not at all,
 compressing afterwards when the session went over budget. The worker keeps that
 context and answers the conversation's next turn from it, with no read:
-``expected_last_id`` (the kept context's last message) makes the write fail with
+``expected_version`` (the kept context's version) makes the write fail with
 ``StaleContext``, writing nothing, if another worker appended to the conversation
 meanwhile, and the worker then reads the context again and answers anew. A client's
 connection stays with one worker, so in steady state a turn is one transaction. The
@@ -84,7 +84,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tiermem import ConversationMemory, MemoryConfig, TokenCounter
+from tiermem import ContextMessages, ConversationMemory, MemoryConfig, TokenCounter
 from tiermem.errors import ContextReadFailed, StaleContext
 from tiermem.feed import ChangeEvent
 from tiermem.testing import FakeSummarizer
@@ -226,7 +226,7 @@ class TiermemBackend:
         self.memory.on("compressed", self._count)
         # The context each conversation's last turn here returned: the next turn is
         # answered from it and stored only if nobody appended since.
-        self.contexts: OrderedDict[str, list[BaseMessage]] = OrderedDict()
+        self.contexts: OrderedDict[str, ContextMessages] = OrderedDict()
         self.stale = 0
 
     def _count(self, sender: object, *, session_id: str, **kwargs: Any) -> None:
@@ -258,7 +258,7 @@ class TiermemBackend:
             if cached[-1].id == reply_id:  # a retry of a turn stored here
                 return self._replay(cached)
             try:
-                return await self._answer(session_id, cached, user, reply_id, cached[-1].id)
+                return await self._answer(session_id, cached, user, reply_id, cached.version)
             except StaleContext:  # another worker answered meanwhile: read again
                 self.stale += 1
         stored = await self.memory.aget_messages(session_id)
@@ -285,7 +285,7 @@ class TiermemBackend:
         expected: str | None,
     ) -> TurnResult:
         """Answer from ``stored`` and store the turn with the next context, in one
-        transaction (``expected``: the id the session's newest message must have)."""
+        transaction (``expected``: the version the session must still be at)."""
         context = [*stored, user]
         answer = await self.model.ainvoke(context)
         reply = AIMessage(answer.content, id=reply_id)
@@ -300,7 +300,7 @@ class TiermemBackend:
                 session_id,
                 [user, reply],
                 skip_existing=expected is None,
-                expected_last_id=expected,
+                expected_version=expected,
             )
         except ContextReadFailed:  # the turn is stored; the next one reads
             pass

@@ -15,6 +15,7 @@ from .tiers import MemoryTier, TierPolicy, calculate_tier
 from .tokens import TokenCounter
 from .types import (
     CompressionResult,
+    ContextMessages,
     EntryType,
     ForgetResult,
     LoadedSession,
@@ -34,6 +35,7 @@ __all__ = [
     "MISSING_RESULT_MARKER",
     "OMITTED_MARKER",
     "CompressionResult",
+    "ContextMessages",
     "ConversationMemory",
     "Database",
     "EntryType",

@@ -26,6 +26,7 @@ wrapped and kept as ``__cause__``::
       x CompressionInProgress
       x CompressionConflict
       x EmbeddingFailed
+        x EmbeddingTimeout
       x TokenizerUnavailable
       x EmbeddingsUnavailable
 """
@@ -45,6 +46,7 @@ __all__ = [
     "CompressionInProgress",
     "DatasetInvalid",
     "EmbeddingFailed",
+    "EmbeddingTimeout",
     "EmbeddingsUnavailable",
     "EntryTooLarge",
     "ImportValidationError",
@@ -189,6 +191,12 @@ class CompressionConflict(TiermemError):
 class EmbeddingFailed(TiermemError):
     """The embedding model raised or returned something other than one vector of
     numbers per text; no vector was stored (the entries stay searchable by words)."""
+
+
+class EmbeddingTimeout(EmbeddingFailed):
+    """The embedding model did not answer within ``MemoryConfig.embedding_timeout``
+    (or too many earlier calls are still waiting for it); nothing was stored, and a
+    search ranks by words alone."""
 
 
 class TokenizerUnavailable(TiermemError):

@@ -269,8 +269,12 @@ class LayeredMemory:
         """Keep the newest ``keep_last`` items of a layer and fold the older ones.
 
         Working and episodic memory summarize the older items into one summary
-        item (through the memory's summarizer, or the heuristic summary when
-        none is set) that takes the oldest one's place; with
+        item (through the memory's summarizer) that takes the oldest one's
+        place. Without a summarizer (or when it fails and ``heuristic_fallback``
+        is set) the item is a digest instead (metadata ``digest: True``) that
+        holds every folded item's text verbatim, one per line, so nothing is
+        lost and search still finds every word; items too long to share one
+        indexed text (100,000 characters) are left as they are. With
         ``summarize_older=False`` the older items are dropped. Procedural
         memory keeps the newest ``keep_last`` rules. Semantic memory is left
         alone (facts are replaced by key, never summarized). At most

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
@@ -37,6 +38,7 @@ from .tiers import MemoryTier
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .types import (
     CompressionResult,
+    ContextMessages,
     LoadedSession,
     MemoryConfig,
     MemoryEntry,
@@ -247,26 +249,24 @@ class ConversationMemory:
         messages: Iterable[BaseMessage],
         *,
         skip_existing: bool = False,
-        expected_last_id: str | None = None,
-    ) -> list[BaseMessage]:
+        expected_version: str | None = None,
+        expected_last_id: str | None | EllipsisType = ...,
+    ) -> ContextMessages:
         """:meth:`add_messages`, then :meth:`get_messages`, in one transaction
         (unless a compression runs between them); returns the next context.
 
         Args:
-            expected_last_id: append only if the session's newest message still has
-                this id (the last message of the context a previous call returned):
-                a service answering from that context stores no stale turn.
+            expected_version: append only if the session is still at the ``version``
+                of the context a read returned (no stale turn is stored).
+            expected_last_id: deprecated: the newest message's id (``None``: none).
 
         Raises:
-            StaleContext: another writer appended since (or cleared the session);
-                nothing was written.
+            StaleContext: the session changed since (nothing was written).
             ContextReadFailed: the messages were stored, but reading the context
                 after the compression they triggered failed (do not add them again).
         """
-        op = write.add_turn(
-            self._context, session_id, list(messages), skip_existing, expected_last_id
-        )
-        return run(op)
+        expect = write.Expected(expected_version, expected_last_id)
+        return run(write.add_turn(self._context, session_id, list(messages), skip_existing, expect))
 
     async def aadd_and_get_messages(
         self,
@@ -274,12 +274,12 @@ class ConversationMemory:
         messages: Iterable[BaseMessage],
         *,
         skip_existing: bool = False,
-        expected_last_id: str | None = None,
-    ) -> list[BaseMessage]:
+        expected_version: str | None = None,
+        expected_last_id: str | None | EllipsisType = ...,
+    ) -> ContextMessages:
         """Async :meth:`add_and_get_messages`."""
-        op = write.add_turn(
-            self._context, session_id, list(messages), skip_existing, expected_last_id
-        )
+        expect = write.Expected(expected_version, expected_last_id)
+        op = write.add_turn(self._context, session_id, list(messages), skip_existing, expect)
         return await arun(op)
 
     def add_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
@@ -344,7 +344,7 @@ class ConversationMemory:
     clear_session, aclear_session = forgetting.clear_session, forgetting.aclear_session
     forget, aforget = forgetting.forget, forgetting.aforget
 
-    def get_messages(self, session_id: str) -> list[BaseMessage]:
+    def get_messages(self, session_id: str) -> ContextMessages:
         """The context for a model: the summaries as one system message, then the
         active entries in order. It never holds more than ``max_tokens``: when
         compression is behind, the oldest unpinned entries that do not fit are left
@@ -352,7 +352,7 @@ class ConversationMemory:
         ``BudgetExceeded`` if pinned context alone is over ``max_tokens``."""
         return run(read.messages(self._context, session_id))
 
-    async def aget_messages(self, session_id: str) -> list[BaseMessage]:
+    async def aget_messages(self, session_id: str) -> ContextMessages:
         """Async :meth:`get_messages`."""
         return await arun(read.messages(self._context, session_id))
 

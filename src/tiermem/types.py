@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +18,7 @@ from .tiers import MemoryTier, TierPolicy, _check_field_names, _KeywordChecked
 __all__ = [
     "MAX_DURATION_SECONDS",
     "CompressionResult",
+    "ContextMessages",
     "EntryType",
     "ForgetResult",
     "LoadedSession",
@@ -77,6 +78,9 @@ class MemoryConfig(_KeywordChecked):
             they pass this share of ``max_tokens``.
         summarizer_timeout: seconds before a summarizer call is abandoned
             (``None``: wait forever).
+        embedding_timeout: seconds before a call of the embedding model is
+            abandoned (``None``: wait forever): a search then ranks by words, and
+            the rows wait for a backfill.
         heuristic_fallback: when the summarizer fails, store the heuristic
             summary instead of leaving the entries uncompressed.
         background: compress on a worker thread; ``add_*`` returns at once.
@@ -114,6 +118,7 @@ class MemoryConfig(_KeywordChecked):
     compression_ratio: float = 0.3
     summary_share: float = 0.5
     summarizer_timeout: float | None = 60.0
+    embedding_timeout: float | None = 30.0
     heuristic_fallback: bool = False
     background: bool = False
     claim_ttl: float = 120.0
@@ -140,6 +145,7 @@ class MemoryConfig(_KeywordChecked):
             if value >= 1:
                 raise InvalidArgument(f"{name} must be below 1, got {value!r}")
         _positive_number("summarizer_timeout", self.summarizer_timeout, allow_none=True)
+        _positive_number("embedding_timeout", self.embedding_timeout, allow_none=True)
         for name in ("claim_ttl", "backoff_base", "backoff_max"):
             _positive_number(name, getattr(self, name), maximum=MAX_DURATION_SECONDS)
         if self.summary_prompt is not None and "{conversation}" not in self.summary_prompt:
@@ -261,6 +267,23 @@ class SessionInfo:
     memory_tier: str
     total_entries: int
     context_tokens: int
+
+
+class ContextMessages(list[BaseMessage]):
+    """The context a read hands a model: a ``list`` of messages, plus the
+    ``version`` of the session it shows.
+
+    ``version`` is an opaque string that changes with every append to the session
+    and when the session is cleared (or does not exist yet). Pass it as
+    ``add_and_get_messages(..., expected_version=context.version)`` to store a
+    turn answered from this context only if nobody changed the session since.
+    """
+
+    __slots__ = ("version",)
+
+    def __init__(self, messages: Iterable[BaseMessage] = (), version: str = "0:0") -> None:
+        super().__init__(messages)
+        self.version = version
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,14 +45,13 @@ def test_compact_keeps_the_last_n_and_summarizes_the_rest(
     assert layers.search(layer, "digest")[0].item.content == result.summary.content
 
 
-def test_heuristic_summary_without_a_summarizer(make_memory: MemoryFactory) -> None:
-    """With no summarizer configured the seed's heuristic summary is used."""
+def test_digest_without_a_summarizer(make_memory: MemoryFactory) -> None:
+    """With no summarizer configured the older items are folded into a verbatim digest."""
     layers = make_memory().layers("h")
     _fill(layers, LayerType.EPISODIC, 12)
     result = layers.compact("episodic", keep_last=2)
     assert result.summary is not None and result.removed == 9
-    assert result.summary.content.startswith("[Previous conversation summary] 10 earlier")
-    assert "Event 0:" in result.summary.content
+    assert result.summary.content == "\n".join(EVENT.format(n=n) for n in range(10))
 
 
 @pytest.mark.parametrize("layer", [LayerType.EPISODIC, LayerType.WORKING])
@@ -82,7 +81,7 @@ def test_invalid_model_output_deletes_nothing(
 
 
 def test_heuristic_fallback_replaces_a_failing_model(make_memory: MemoryFactory) -> None:
-    """With heuristic_fallback the heuristic summary stands in for a failing model."""
+    """With heuristic_fallback a verbatim digest stands in for a failing model."""
     memory = make_memory(
         config=MemoryConfig(heuristic_fallback=True),
         summarizer=FakeSummarizer(mode="raise"),
@@ -91,7 +90,7 @@ def test_heuristic_fallback_replaces_a_failing_model(make_memory: MemoryFactory)
     _fill(layers, LayerType.EPISODIC, 6)
     result = layers.compact("episodic", keep_last=1)
     assert result.summary is not None
-    assert result.summary.content.startswith("[Previous conversation summary]")
+    assert result.summary.content == "\n".join(EVENT.format(n=n) for n in range(5))
 
 
 def test_model_runs_outside_any_transaction(make_memory: MemoryFactory) -> None:

@@ -130,7 +130,7 @@ def test_a_child_inherits_no_stuck_calls(
 ) -> None:
     """A parent whose model left the most timed-out calls outstanding fails further calls
     at once; its child's timed calls start threads again and get answers."""
-    monkeypatch.setattr(compression, "_WORKERS", compression._DaemonWorkers())
+    monkeypatch.setattr(compression, "_WORKERS", compression.DaemonWorkers())
     hung = Summarizer(lambda prompt: "late" if gate.wait() else "")
     for _ in range(compression.MAX_STUCK_CALLS):
         with pytest.raises(SummarizerTimeout, match="did not answer"):

@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableLambda
 from tiermem import (
     DEFAULT_SUMMARY_PROMPT,
     CompressionResult,
+    ContextMessages,
     ConversationMemory,
     EntryType,
     MemoryConfig,
@@ -105,7 +106,11 @@ def write(memory: ConversationMemory) -> None:
 
 def read(memory: ConversationMemory) -> None:
     """The reading methods return messages, entries, summaries and value types."""
-    assert_type(memory.get_messages("s"), list[BaseMessage])
+    assert_type(memory.get_messages("s"), ContextMessages)
+    assert_type(memory.get_messages("s").version, str)
+    version = memory.get_messages("s").version
+    turn = [HumanMessage("q"), AIMessage("a")]
+    assert_type(memory.add_and_get_messages("s", turn, expected_version=version), ContextMessages)
     assert_type(memory.get_context_for_llm("s"), str)
     assert_type(memory.get_active_entries("s"), list[MemoryEntry])
     assert_type(memory.get_entries("s", include_compressed=False), list[MemoryEntry])
@@ -143,7 +148,7 @@ async def async_twins(memory: ConversationMemory) -> None:
     """Each twin awaits to what its sync method returns."""
     assert_type(await memory.aadd_user_message("s", "hi"), MemoryEntry)
     assert_type(await memory.aadd_messages("s", [HumanMessage("a")]), list[MemoryEntry])
-    assert_type(await memory.aget_messages("s"), list[BaseMessage])
+    assert_type(await memory.aget_messages("s"), ContextMessages)
     assert_type(await memory.aget_stats("s"), SessionStats)
     assert_type(await memory.acompress("s", force=True), CompressionResult | None)
     assert_type(await memory.aexport_session("s"), SessionState)

@@ -9,6 +9,7 @@ EXPECTED = [
     "MISSING_RESULT_MARKER",
     "OMITTED_MARKER",
     "CompressionResult",
+    "ContextMessages",
     "ConversationMemory",
     "Database",
     "EntryType",

@@ -19,7 +19,7 @@ CALLS = 300
 @pytest.fixture(name="workers", autouse=True)
 def fixture_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fresh pool, so calls other tests left running do not count."""
-    monkeypatch.setattr(compression, "_WORKERS", compression._DaemonWorkers())
+    monkeypatch.setattr(compression, "_WORKERS", compression.DaemonWorkers())
 
 
 @pytest.fixture(name="gate")

@@ -28,12 +28,14 @@ from ..errors import (
     SummarizerFailed,
     SummarizerOutputInvalid,
     SummarizerTimeout,
+    TiermemError,
 )
 from .policy import PROMPT_ECHO, SummarizerLike
 
 __all__ = [
     "MAX_IDLE_WORKERS",
     "MAX_STUCK_CALLS",
+    "DaemonWorkers",
     "Summarizer",
     "make_summarizer",
     "normalize_output",
@@ -180,8 +182,9 @@ class _Call:
         self.done.acquire()
 
 
-class _DaemonWorkers:
-    """Daemon threads that run timed summarizer calls.
+class DaemonWorkers:
+    """Daemon threads that run timed calls of a model (the summarizer's; the
+    embedding model's have a pool of their own, :mod:`tiermem._core.embedder`).
 
     Daemon threads, so a model that never answers cannot keep the process
     alive (a ``ThreadPoolExecutor`` joins its threads at exit); reused, so a
@@ -196,7 +199,11 @@ class _DaemonWorkers:
     them, and its counts describe the parent.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, what: str = "summarizer", timeout_error: type[TiermemError] = SummarizerTimeout
+    ) -> None:
+        self._what = what
+        self._timeout_error = timeout_error
         self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self._idle = 0
         self._stuck = 0
@@ -206,20 +213,22 @@ class _DaemonWorkers:
         """Run ``task`` on a worker: ``("ok", result)`` or ``("error", exception)``.
 
         Raises:
-            SummarizerTimeout: no answer within ``timeout`` seconds, or
-                :data:`MAX_STUCK_CALLS` earlier calls still hold their threads.
+            SummarizerTimeout: (the pool's ``timeout_error``) no answer within
+                ``timeout`` seconds, or :data:`MAX_STUCK_CALLS` earlier calls still
+                hold their threads.
         """
         call = _Call(task)
         with self._lock:
             if self._stuck >= MAX_STUCK_CALLS:
-                raise SummarizerTimeout(
-                    f"{self._stuck} timed-out summarizer calls are still outstanding "
+                raise self._timeout_error(
+                    f"{self._stuck} timed-out {self._what} calls are still outstanding "
                     f"(MAX_STUCK_CALLS={MAX_STUCK_CALLS}); not starting another"
                 )
             if self._idle:
                 self._idle -= 1
             else:
-                threading.Thread(target=self._work, name="tiermem-summarizer", daemon=True).start()
+                name = f"tiermem-{self._what}"
+                threading.Thread(target=self._work, name=name, daemon=True).start()
         self._calls.put(call)
         # A lock wait longer than TIMEOUT_MAX (an infinite timeout, say) overflows.
         if not call.done.acquire(timeout=min(timeout, threading.TIMEOUT_MAX)):
@@ -227,7 +236,7 @@ class _DaemonWorkers:
                 if call.outcome is _PENDING:  # else it answered just now: use the answer
                     call.abandoned = True
                     self._stuck += 1
-                    raise SummarizerTimeout(f"summarizer did not answer within {timeout} s")
+                    raise self._timeout_error(f"{self._what} did not answer within {timeout} s")
         return call.outcome
 
     def _work(self) -> None:
@@ -248,7 +257,7 @@ class _DaemonWorkers:
                 return
 
 
-_WORKERS = _DaemonWorkers()
+_WORKERS = DaemonWorkers()
 
 
 def make_summarizer(summarizer: SummarizerLike | None) -> Summarizer | None:
@@ -267,7 +276,7 @@ def make_summarizer(summarizer: SummarizerLike | None) -> Summarizer | None:
 def _reset_after_fork() -> None:
     """Give a forked child its own empty worker pool."""
     global _WORKERS
-    _WORKERS = _DaemonWorkers()
+    _WORKERS = DaemonWorkers()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

@@ -96,10 +96,16 @@ class MemoryContext:
         return self.database.server_now() if self.database.server_time else self.now()
 
     def transact(
-        self, work: Callable[[Connection], T], *, write: bool = True, snapshot: bool = False
+        self,
+        work: Callable[[Connection], T],
+        *,
+        write: bool = True,
+        snapshot: bool = False,
+        cleanup: bool = False,
     ) -> Op[T]:
-        """Run ``work`` in one transaction of this memory's database."""
-        return transact(self.database, work, write=write, snapshot=snapshot)
+        """Run ``work`` in one transaction of this memory's database (``cleanup``: see
+        :class:`~tiermem._core.runner.Transact`)."""
+        return transact(self.database, work, write=write, snapshot=snapshot, cleanup=cleanup)
 
     def emit(self, pending: list[signals.Pending]) -> Op[None]:
         """Send ``pending`` signals from this memory (after the commit that made them)."""

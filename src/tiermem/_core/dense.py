@@ -84,11 +84,13 @@ def top(ids: NDArray[np.int64], matrix: Matrix, query: bytes, n: int) -> list[tu
 
 
 def nearest(vectors: Mapping[int, bytes], query: bytes, n: int) -> list[tuple[int, float]]:
-    """The ``n`` of ``vectors`` (id -> stored vector) most similar to ``query``."""
-    if not vectors:
+    """The ``n`` of ``vectors`` (id -> stored vector) most similar to ``query``; those
+    of another size than the query's are not comparable, and skipped."""
+    alike = {key: blob for key, blob in vectors.items() if len(blob) == len(query)}
+    if not alike:
         return []
-    ids = np.fromiter(vectors, dtype=np.int64, count=len(vectors))
-    return top(ids, decode(list(vectors.values())), query, n)
+    ids = np.fromiter(alike, dtype=np.int64, count=len(alike))
+    return top(ids, decode(list(alike.values())), query, n)
 
 
 def scaled(scores: Mapping[int, float]) -> dict[int, float]:
@@ -117,11 +119,14 @@ def blend(
 
 
 class PartitionVectors:
-    """The vectors of one partition (a session) as read so far."""
+    """The vectors of one partition (a session) as read so far, those of ``size``
+    bytes only: a model that changed its vectors' size under one id left vectors
+    that are not comparable with the query's (counted in :attr:`count`, not kept)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size
         self.ids: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self.matrix: Matrix = np.zeros((0, 0), dtype=np.float32)
+        self.matrix: Matrix = np.zeros((0, size // 4), dtype=np.float32)
         self.count = 0
         self.last = 0
 
@@ -129,15 +134,15 @@ class PartitionVectors:
         """Add rows of (row id, item id, vector) read after :attr:`last`."""
         if not rows:
             return
-        matrix = decode([row[2] for row in rows])
-        ids = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
-        if self.count and matrix.shape[1] == self.matrix.shape[1]:
-            self.matrix = np.vstack([self.matrix, matrix])
-            self.ids = np.concatenate([self.ids, ids])
-        else:
-            self.matrix, self.ids = matrix, ids
-        self.count = len(self.ids)
+        self.count += len(rows)
         self.last = max(self.last, max(row[0] for row in rows))
+        kept = [row for row in rows if len(row[2]) == self.size]
+        if not kept:
+            return
+        matrix = decode([row[2] for row in kept])
+        ids = np.fromiter((row[1] for row in kept), dtype=np.int64, count=len(kept))
+        self.matrix = np.vstack([self.matrix, matrix])
+        self.ids = np.concatenate([self.ids, ids])
 
     @property
     def nbytes(self) -> int:
@@ -163,19 +168,21 @@ class VectorCache:
         key: Any,
         version: tuple[int, int],
         read: Callable[[int], Sequence[tuple[int, int, bytes]]],
+        size: int,
     ) -> PartitionVectors:
-        """The vectors of partition ``key``, brought up to ``version`` (its stored
-        count and largest row id) with ``read(after)``, which returns its rows of a
-        higher row id than ``after``."""
+        """The vectors of ``size`` bytes of partition ``key``, brought up to
+        ``version`` (its stored count and largest row id) with ``read(after)``,
+        which returns its rows of a higher row id than ``after``."""
         count, last = version
+        key = (key, size)
         with self._lock:
             part = self._parts.pop(key, None)
         if part is None or part.count > count:
-            part = PartitionVectors()
+            part = PartitionVectors(size)
         if last > part.last:
             part.extend(read(part.last))
         if part.count != count:  # rows were deleted meanwhile: read them all again
-            part = PartitionVectors()
+            part = PartitionVectors(size)
             part.extend(read(0))
         with self._lock:
             self._parts[key] = part

@@ -6,6 +6,12 @@ compression: read the items (one short transaction), call the summarizer with
 no transaction open (a yielded effect, so the async API awaits the model), then,
 in a second transaction, replace the items only if they are all still there
 unchanged. A failing model deletes nothing.
+
+Without a model (none set, or it failed and ``heuristic_fallback`` is on) nothing
+can shorten the items without losing them, so they are folded into a *digest*:
+one item that holds every folded item's text verbatim, in order, as many items as
+fit one indexed text (:data:`~tiermem._storage.fts.MAX_INDEXED_CHARS`), so a
+search still finds every word. Items that do not fit stay as they are.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._compression.policy import fit_summary, heuristic_summary, summary_prompt
+from .._compression.policy import summary_prompt
 from .._storage import items as layer_store
+from .._storage.fts import MAX_INDEXED_CHARS
 from ..errors import InvalidArgument, SummarizationError, SummarizerOutputInvalid
 from ..layer_models import LayerCompaction, LayerItem, LayerType
 from ..tiers import calculate_tier
@@ -81,7 +88,11 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
         if not batch:
             break
         items = [to_item(scope.name, row) for row in batch]
-        new = yield from _summarize(scope, layer, items)
+        outcome = yield from _summarize(scope, layer, items)
+        if outcome is None:
+            break
+        new, count = outcome
+        batch, items = batch[:count], items[:count]
         now = context.now()
         freshest = max(item.last_accessed for item in items)
         tier = calculate_tier(freshest, now, context.config.tier_policy)
@@ -117,9 +128,11 @@ def _compact_working(scope: LayerScope, keep: int, summarize_older: bool) -> Op[
     if not summarize_older:
         removed = working.drop(item.id for item in older)
         return LayerCompaction(layer, removed=removed, kept=len(working.snapshot()))
-    if len(older) < 2:
+    outcome = (yield from _summarize(scope, layer, older)) if len(older) >= 2 else None
+    if outcome is None:
         return LayerCompaction(layer, removed=0, kept=len(items))
-    new = yield from _summarize(scope, layer, older)
+    new, count = outcome
+    older = older[:count]
     now = context.now()
     freshest = max(item.last_accessed for item in older)
     tier = calculate_tier(freshest, now, context.config.tier_policy)
@@ -146,22 +159,17 @@ def _compact_working(scope: LayerScope, keep: int, summarize_older: bool) -> Op[
     return LayerCompaction(layer, removed=len(older) - 1, kept=kept, summary=summary)
 
 
-def _summarize(scope: LayerScope, layer: LayerType, items: Sequence[LayerItem]) -> Op[NewItem]:
-    """The summary of ``items`` as an item to store: from the summarizer (called
-    outside any transaction) or the heuristic; checked to be shorter."""
+def _summarize(
+    scope: LayerScope, layer: LayerType, items: Sequence[LayerItem]
+) -> Op[tuple[NewItem, int] | None]:
+    """What replaces the leading items of ``items``, and how many it covers: a summary
+    of them all from the summarizer (called outside any transaction, checked to be
+    shorter) or, without one, their digest (``None`` if fewer than two fit one)."""
     context = scope.context
     config, counter = context.config, context.counter
     original = sum(item.token_count for item in items)
-    texts = [item.content for item in items]
-
-    def heuristic() -> str:
-        return fit_summary(
-            lambda quote: heuristic_summary([], texts, quote=quote), original, config, counter
-        )
-
-    if context.summarizer is None:
-        text = heuristic()
-    else:
+    text: str | None = None
+    if context.summarizer is not None:
         lines = [
             f"[{item.created_at:%Y-%m-%d %H:%M}] {item.content[:_PREVIEW_CHARS]}" for item in items
         ]
@@ -171,20 +179,47 @@ def _summarize(scope: LayerScope, layer: LayerType, items: Sequence[LayerItem]) 
         except SummarizationError:
             if not config.heuristic_fallback:
                 raise
-            text = heuristic()
+    if text is None:
+        count = _digest_size(items, min(MAX_INDEXED_CHARS, config.max_entry_chars))
+        if count < 2:
+            return None
+        items = items[:count]
+        text = _DIGEST_SEPARATOR.join(item.content for item in items)
+        return prepare(scope, layer, None, text, _meta(items, digest=True)), count
     tokens = counter.count_text(text)
     if tokens >= original:
         raise SummarizerOutputInvalid(
             f"summary not shorter than the {layer.value} items ({tokens} >= {original} tokens)"
         )
+    return prepare(scope, layer, None, text, _meta(items, digest=False)), len(items)
+
+
+#: Between the folded texts of a digest.
+_DIGEST_SEPARATOR = "\n"
+
+
+def _digest_size(items: Sequence[LayerItem], limit: int) -> int:
+    """How many of the leading ``items`` a digest of at most ``limit`` characters holds."""
+    used = -len(_DIGEST_SEPARATOR)
+    for count, item in enumerate(items):
+        used += len(_DIGEST_SEPARATOR) + len(item.content)
+        if used > limit:
+            return count
+    return len(items)
+
+
+def _meta(items: Sequence[LayerItem], *, digest: bool) -> dict[str, Any]:
+    """The metadata of what replaces ``items``: a summary, or a verbatim digest."""
     covered = sum(int(item.metadata.get("summarized_items", 1)) for item in items)
-    meta = {
+    meta: dict[str, Any] = {
         "summary": True,
         "summarized_items": covered,
         "first_created_at": items[0].created_at.isoformat(),
         "last_created_at": items[-1].created_at.isoformat(),
     }
-    return prepare(scope, layer, None, text, meta)
+    if digest:
+        meta["digest"] = True
+    return meta
 
 
 def _compacted(

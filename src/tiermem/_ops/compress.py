@@ -8,7 +8,11 @@ no transaction or lock held; (3) in a second transaction, store the summary
 and link the entries only if the claim is still ours and every entry is still
 active. A failure in (2) releases the claim, backs automatic compression off
 and signals ``compression_failed``; no entry changes. A killed worker's claim
-expires after ``claim_ttl``.
+expires after ``claim_ttl``. A cancelled (or interrupted) call releases its claim:
+the token is chosen before the transaction that may take the claim
+(:func:`releasing_claim`), and the release is a cleanup transaction, which the
+async driver runs after that transaction ended, even when the caller is gone
+(:mod:`tiermem._core.runner`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,15 @@ from ..signals import Pending
 from ..types import CompressionResult, MemoryEntry, MemorySummary
 from . import feed
 
-__all__ = ["Planned", "auto_compress", "compress", "compression_due", "plan_compression"]
+__all__ = [
+    "Planned",
+    "auto_compress",
+    "compress",
+    "compression_due",
+    "new_claim_token",
+    "plan_compression",
+    "releasing_claim",
+]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -261,10 +273,10 @@ def plan_compression(
     force: bool = False,
     keep: int | None = None,
     auto: bool = True,
+    token: str,
 ) -> Planned:
     """In the caller's write transaction (``session`` locked): pick the entries
-    to compress and take the claim (none when there is nothing to do)."""
-    token = uuid.uuid4().hex
+    to compress and take the claim ``token`` (none when there is nothing to do)."""
     if (auto and _blocked(ctx, session, now)) or (not force and not _over_budget(ctx, session)):
         return Planned(token, [], session)
     chosen = select_entries(
@@ -289,7 +301,7 @@ def _compress_once(
     planned: Planned | None = None,
 ) -> Op[tuple[CompressionResult, SessionRecord] | None]:
     if planned is None:
-        now = ctx.now()
+        now, token = ctx.now(), new_claim_token()
 
         def plan(conn: Connection) -> Planned | None:
             try:
@@ -298,9 +310,11 @@ def _compress_once(
                 if auto:
                     return None
                 raise
-            return plan_compression(ctx, conn, session, now, force=force, keep=keep, auto=auto)
+            return plan_compression(
+                ctx, conn, session, now, force=force, keep=keep, auto=auto, token=token
+            )
 
-        planned = yield from ctx.transact(plan)
+        planned = yield from releasing_claim(ctx, session_id, token, ctx.transact(plan))
     if planned is None or not planned.chosen:
         return None
     token, taken = planned.token, planned.chosen
@@ -343,7 +357,7 @@ def _merge_once(
     window_sink: list[MessageWindow] | None = None,
 ) -> Op[tuple[CompressionResult, SessionRecord] | None]:
     """Summarize the top-level summaries into one higher-level summary."""
-    now, token = ctx.now(), uuid.uuid4().hex
+    now, token = ctx.now(), new_claim_token()
 
     def plan(conn: Connection) -> list[MemorySummary] | None:
         session = store.get_session(conn, ctx.project, session_id)
@@ -354,7 +368,7 @@ def _merge_once(
         return children
 
     try:
-        children = yield from ctx.transact(plan)
+        children = yield from releasing_claim(ctx, session_id, token, ctx.transact(plan))
     except TiermemError as exc:
         logger.warning("summary merge of %r skipped: %s", session_id, exc)
         return None
@@ -447,6 +461,28 @@ def _summarize(
     return text, tokens
 
 
+def new_claim_token() -> str:
+    """A fresh compression claim token."""
+    return uuid.uuid4().hex
+
+
+def releasing_claim(ctx: MemoryContext, session_id: str, token: str, op: Op[T]) -> Op[T]:
+    """``op``, which may take the claim ``token`` (and hand it on to a compression that
+    releases it on failure); if ``op`` is interrupted (cancelled, closed,
+    ``KeyboardInterrupt``) the claim is released before the interruption goes on,
+    so no claim outlives a cancelled call. An error (an ``Exception``) rolled the
+    claim back or was handled by whoever held it, so it just passes."""
+    try:
+        return (yield from op)
+    except GeneratorExit:  # closed unfinished: no effect can be yielded any more
+        run(_release(ctx, session_id, token))
+        raise
+    except BaseException as interruption:
+        if not isinstance(interruption, Exception):
+            yield from _release(ctx, session_id, token)
+        raise
+
+
 def _release(
     ctx: MemoryContext, session_id: str, token: str, failed: list[Pending] | None = None
 ) -> Op[None]:
@@ -456,14 +492,16 @@ def _release(
     backoff = (ctx.config.backoff_base, ctx.config.backoff_max)
 
     def release(conn: Connection) -> None:
-        summaries.release_failed_claim(
-            conn, store.get_session(conn, ctx.project, session_id), token, now, backoff
-        )
+        try:
+            session = store.get_session(conn, ctx.project, session_id)
+        except SessionNotFound:  # never created, or cleared: no claim is left
+            return
+        summaries.release_failed_claim(conn, session, token, now, backoff)
         feed.record(ctx, conn, failed or [])
 
     try:
         now = ctx.now()
-        yield from ctx.transact(release)
+        yield from ctx.transact(release, cleanup=True)
     except TiermemError as exc:  # the lease expires on its own
         logger.warning("could not release compression claim of %r: %s", session_id, exc)
     except Exception:

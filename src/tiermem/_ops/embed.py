@@ -25,7 +25,7 @@ from .._core.embedder import Embedder
 from .._core.messages import load_text
 from .._core.runner import Embed, Op, run
 from .._storage import item_vectors, vectors
-from ..errors import EmbeddingFailed, InvalidArgument
+from ..errors import EmbeddingFailed, EmbeddingTimeout, InvalidArgument
 
 __all__ = [
     "BATCH",
@@ -51,28 +51,34 @@ def _embedder(ctx: MemoryContext) -> Embedder:
     return ctx.embedder
 
 
-def _vectors(embedder: Embedder, texts: list[str], *, query: bool = False) -> Op[list[bytes]]:
+def _vectors(
+    ctx: MemoryContext, embedder: Embedder, texts: list[str], *, query: bool = False
+) -> Op[list[bytes]]:
     """The stored forms of the model's vectors of ``texts`` (see
-    :func:`tiermem._core.dense.encode_all`)."""
+    :func:`tiermem._core.dense.encode_all`), asked for within ``embedding_timeout``."""
     from .._core import dense
 
     try:
-        found = yield Embed(embedder.embeddings, texts, query)
+        found = yield Embed(embedder, texts, query, ctx.config.embedding_timeout)
+    except EmbeddingFailed:  # timed out
+        raise
     except Exception as exc:  # any model error: one typed error, nothing stored
         raise EmbeddingFailed(f"the embedding model raised {exc!r:.200}") from exc
     try:
-        return dense.encode_all(found, len(texts))
+        blobs = dense.encode_all(found, len(texts))
     except ValueError as exc:
         raise EmbeddingFailed(f"the embedding model returned {exc}") from exc
+    embedder.check_size(len(blobs[0]))
+    return blobs
 
 
-def _documents(embedder: Embedder, texts: list[str]) -> Op[list[bytes]]:
+def _documents(ctx: MemoryContext, embedder: Embedder, texts: list[str]) -> Op[list[bytes]]:
     """The stored forms of the vectors of ``texts``, embedded as documents."""
     texts = [text[:MAX_EMBEDDED_CHARS] for text in texts]
     # A blank text (a tool call's empty entry) gets the zero vector: it is stored,
     # so no backfill asks for it again, and it is similar to nothing.
     wanted = [i for i, text in enumerate(texts) if text.strip()]
-    found = yield from _vectors(embedder, [texts[i] for i in wanted] or ["."])
+    found = yield from _vectors(ctx, embedder, [texts[i] for i in wanted] or ["."])
     blobs = [bytes(len(found[0]))] * len(texts)
     for i, blob in zip(wanted, found, strict=False):
         blobs[i] = blob
@@ -89,7 +95,7 @@ def _embed(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> Op[tupl
     )
     if not rows:
         return 0, 0
-    blobs = yield from _documents(embedder, [content for _, _, content in rows])
+    blobs = yield from _documents(ctx, embedder, [content for _, _, content in rows])
     stored_rows = [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)]
     stored = yield from ctx.transact(
         lambda conn: vectors.store_vectors(conn, embedder.model, stored_rows)
@@ -116,7 +122,8 @@ def _embed_items(ctx: MemoryContext, ids: Sequence[int] | None, limit: int) -> O
     )
     if not rows:
         return 0, 0
-    blobs = yield from _documents(embedder, [item_text(row.key, row.content) for row in rows])
+    texts = [item_text(row.key, row.content) for row in rows]
+    blobs = yield from _documents(ctx, embedder, texts)
     pairs = list(zip(rows, blobs, strict=True))
     stored = yield from ctx.transact(
         lambda conn: item_vectors.store_item_vectors(conn, embedder.model, pairs)
@@ -137,6 +144,12 @@ def _queue(ctx: MemoryContext, ids: Sequence[int], kind: str) -> None:
         while batch := embedder.take(BATCH, kind):
             try:
                 run(embed(ctx, batch, len(batch)))
+            except EmbeddingTimeout as exc:
+                # The model does not answer: leave the rest too (found by words; a
+                # backfill embeds them), so that close() does not wait a timeout a batch.
+                rest = len(embedder.take(1 << 62, kind))
+                logger.warning("embedding %d rows (%s) gave up: %s", len(batch) + rest, kind, exc)
+                return
             except Exception:  # the rows stay findable by words; a backfill embeds them
                 logger.exception("embedding %d rows (%s) failed", len(batch), kind)
 
@@ -184,7 +197,7 @@ def query_vector(ctx: MemoryContext, query: str) -> Op[bytes | None]:
     if embedder is None or not query.strip():
         return None
     try:
-        (vector,) = yield from _vectors(embedder, [query[:MAX_EMBEDDED_CHARS]], query=True)
+        (vector,) = yield from _vectors(ctx, embedder, [query[:MAX_EMBEDDED_CHARS]], query=True)
     except EmbeddingFailed:
         logger.warning("embedding a query failed; searching by words only", exc_info=True)
         return None

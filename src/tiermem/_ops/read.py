@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from langchain_core.messages import BaseMessage
-
 from .. import signals
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
@@ -28,7 +26,14 @@ from .._storage.database import Connection
 from .._storage.rows import SessionRecord
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
-from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
+from ..types import (
+    ContextMessages,
+    MemoryEntry,
+    MemorySummary,
+    SearchHit,
+    SessionInfo,
+    SessionStats,
+)
 from . import feed
 from .embed import query_vector
 
@@ -96,16 +101,20 @@ def _window(conn: Connection, session: SessionRecord) -> Window:
 
 def message_window(ctx: MemoryContext, session_id: str) -> Op[MessageWindow]:
     """The summaries and active entries :func:`messages` renders (an access)."""
-    empty: MessageWindow = ([], [])
+    empty = MessageWindow([], [])
     return (yield from read_session(ctx, session_id, store.read_message_window, empty))
 
 
-def render_window(ctx: MemoryContext, window: MessageWindow) -> list[BaseMessage]:
-    """``window`` as the context a model gets, within ``max_tokens``."""
-    return render_messages(*window, max_tokens=ctx.config.max_tokens, counter=ctx.counter)
+def render_window(ctx: MemoryContext, window: MessageWindow) -> ContextMessages:
+    """``window`` as the context a model gets, within ``max_tokens``, with its version."""
+    config, counter = ctx.config, ctx.counter
+    rendered = render_messages(
+        window.summaries, window.messages, max_tokens=config.max_tokens, counter=counter
+    )
+    return ContextMessages(rendered, window.version)
 
 
-def messages(ctx: MemoryContext, session_id: str) -> Op[list[BaseMessage]]:
+def messages(ctx: MemoryContext, session_id: str) -> Op[ContextMessages]:
     """The context for a model (see ``ConversationMemory.get_messages``)."""
     return render_window(ctx, (yield from message_window(ctx, session_id)))
 

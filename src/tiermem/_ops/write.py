@@ -35,20 +35,27 @@ from .._storage.rows import SessionRecord
 from ..errors import (
     BudgetExceeded,
     ContextReadFailed,
-    InvalidArgument,
     InvalidContent,
     SessionNotFound,
-    StaleContext,
     TiermemError,
 )
 from ..signals import Pending
-from ..types import EntryType, MemoryEntry
+from ..types import ContextMessages, EntryType, MemoryEntry
 from . import feed
-from .compress import Planned, auto_compress, compression_due, plan_compression
+from .compress import (
+    Planned,
+    auto_compress,
+    compression_due,
+    new_claim_token,
+    plan_compression,
+    releasing_claim,
+)
 from .embed import queue_entries
+from .expectation import Expected
 from .read import MessageWindow, message_window, render_window
 
 __all__ = [
+    "Expected",
     "add_context",
     "add_message",
     "add_messages",
@@ -154,6 +161,10 @@ def _check_pinned(ctx: MemoryContext, tokens: int) -> None:
         )
 
 
+#: No expectation: the append is not checked.
+_NOTHING_EXPECTED = Expected()
+
+
 def _store(
     ctx: MemoryContext,
     session_id: str,
@@ -161,15 +172,15 @@ def _store(
     *,
     skip_existing: bool,
     with_window: bool,
-    expected_last_id: str | None = None,
+    expected: Expected = _NOTHING_EXPECTED,
 ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
     """Append in one transaction; with ``with_window`` also read what
     ``get_messages`` shows: in the same transaction when no compression
     follows, else in the compression's last commit (``None`` when that did not
-    happen: the caller reads after it). With ``expected_last_id``, append only if
-    the session's newest entry has that message id (else :class:`StaleContext`)."""
+    happen: the caller reads after it). With an ``expected`` session state, append
+    only if the session is in it (else :class:`StaleContext`)."""
     validate_session_id(session_id)
-    now = ctx.now()
+    now, token = ctx.now(), new_claim_token()
 
     def create(conn: Connection) -> SessionRecord:
         return store.get_session(
@@ -199,24 +210,24 @@ def _store(
     ]:
         todo = list(prepared)
         reserved = _reserve(conn, todo) if todo else None
-        if reserved is not None and (skip_existing or expected_last_id is not None):
+        if reserved is not None and (skip_existing or expected.active):
             # Checked under the session's lock, which the reservation took: a retry
             # racing the append it repeats finds that append's ids, and no other
-            # append can come between the expected message and these.
+            # append can come between the expected state and these.
             ids = [e.message.id for e in todo if e.message.id] if skip_existing else []
             newest = reserved.last_seq - len(todo)  # before this append's reservation
-            seen, newest_id = store.known_entries(conn, reserved.pk, ids, newest)
+            seen: set[str] = set()
+            newest_id = None
+            if ids or expected.by_id:
+                seen, newest_id = store.known_entries(conn, reserved.pk, ids, newest)
             if seen:
                 known = [e for e in todo if e.message.id and e.message.id in seen]
                 todo = [e for e in todo if not (e.message.id and e.message.id in seen)]
                 reserved = store.release(conn, reserved, known)
-            if todo and expected_last_id is not None and newest_id != expected_last_id:
+            if todo:
                 # Raised inside the transaction: it rolls back, nothing is written.
-                raise StaleContext(
-                    f"session {session_id!r} changed since its context was read: its "
-                    f"newest message is {newest_id!r}, not {expected_last_id!r}; "
-                    "nothing was written"
-                )
+                now_at = store.session_version(reserved, newest)
+                expected.check(session_id, now_at, newest, newest_id)
         if reserved is None or not todo:
             if reserved is None:
                 session, woken = store.touch(conn, create(conn), now)
@@ -237,23 +248,27 @@ def _store(
         if compression_due(ctx, counters, now):
             # The row is locked already: plan the compression (pick the entries,
             # take the claim) here rather than in a transaction of its own.
-            planned = plan_compression(ctx, conn, counters, now)
+            planned = plan_compression(ctx, conn, counters, now, token=token)
         read = window(conn, counters)
         # Their events were written with them.
         pending += [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
         _failpoints.hit("append.before_commit")
         return entries, counters, read, planned, pending
 
-    entries, counters, read, planned, pending = yield from ctx.transact(work)
-    _failpoints.hit("append.after_commit")
-    yield from ctx.emit(pending)
-    if entries:
-        queue_entries(ctx, [entry.id for entry in entries])
-    sink: list[MessageWindow] | None = [] if with_window and read is None else None
-    yield from auto_compress(ctx, session_id, counters, sink, planned)
-    if read is None and sink:
-        read = sink[0]
-    return entries, read
+    def append_then_compress() -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
+        entries, counters, read, planned, pending = yield from ctx.transact(work)
+        _failpoints.hit("append.after_commit")
+        yield from ctx.emit(pending)
+        if entries:
+            queue_entries(ctx, [entry.id for entry in entries])
+        sink: list[MessageWindow] | None = [] if with_window and read is None else None
+        yield from auto_compress(ctx, session_id, counters, sink, planned)
+        if read is None and sink:
+            read = sink[0]
+        return entries, read
+
+    # The append may take the compression claim: a cancelled caller releases it.
+    return (yield from releasing_claim(ctx, session_id, token, append_then_compress()))
 
 
 def add_message(
@@ -289,17 +304,11 @@ def add_messages(
     skip_existing: bool,
     *,
     with_window: bool = False,
-    expected_last_id: str | None = None,
+    expected: Expected = _NOTHING_EXPECTED,
 ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
-    """Store several messages in one transaction: all or none (``expected_last_id``:
-    see :func:`add_turn`)."""
+    """Store several messages in one transaction: all or none (``expected``: see
+    :func:`add_turn`)."""
     validate_session_id(session_id)
-    if expected_last_id is not None and not (
-        isinstance(expected_last_id, str) and expected_last_id
-    ):
-        raise InvalidArgument(
-            f"expected_last_id must be a non-empty str or None, got {expected_last_id!r}"
-        )
     messages = list(messages)
     ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
     if skip_existing and len(ids) > PRECHECK_IDS:
@@ -318,7 +327,7 @@ def add_messages(
             prepared,
             skip_existing=skip_existing,
             with_window=with_window,
-            expected_last_id=expected_last_id,
+            expected=expected,
         )
     )
 
@@ -328,23 +337,18 @@ def add_turn(
     session_id: str,
     messages: Sequence[BaseMessage],
     skip_existing: bool,
-    expected_last_id: str | None = None,
-) -> Op[list[BaseMessage]]:
+    expected: Expected = _NOTHING_EXPECTED,
+) -> Op[ContextMessages]:
     """Store a model turn and read the next context (``add_and_get_messages``).
 
-    With ``expected_last_id`` the messages are appended only if the session's newest
-    stored message still has that id, checked under the session's lock: a caller
-    that answered from the context an earlier call returned (whose last message has
-    that id) never stores a turn another writer's append made stale. Otherwise
+    With an ``expected`` session state (:mod:`tiermem._ops.expectation`) the
+    messages are appended only if the session is still in it, checked under the
+    session's lock: a caller that answered from the context an earlier call
+    returned never stores a turn another writer's append made stale. Otherwise
     :class:`StaleContext` is raised and nothing is written. Messages that are all
     stored already (``skip_existing``) are no append, and pass."""
     entries, window = yield from add_messages(
-        ctx,
-        session_id,
-        messages,
-        skip_existing,
-        with_window=True,
-        expected_last_id=expected_last_id,
+        ctx, session_id, messages, skip_existing, with_window=True, expected=expected
     )
     if window is None:  # a compression ran after the append: read what it left
         try:

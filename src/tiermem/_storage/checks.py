@@ -489,7 +489,7 @@ def _deep(conn: Connection) -> list[str]:
                         f"recounted {recount}"
                     )
         try:
-            rendered = render_messages(*store.read_message_window(conn, session))
+            rendered = render_messages(*store.read_message_window(conn, session)[:2])
         except Exception as exc:  # a row that cannot be read back is reported, not raised
             problems.append(f"I7 session {sid!r}: context cannot be rendered: {exc!r}")
             continue

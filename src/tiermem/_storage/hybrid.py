@@ -95,6 +95,7 @@ def _similar(
         (session_pk, query.model),
         version,
         lambda after: vectors.session_vectors(conn, session_pk, query.model, after),
+        len(query.vector),
     )
     return dict(dense.top(part.ids, part.matrix, query.vector, pool))
 

@@ -79,6 +79,7 @@ def _similar(
         ("layer", pk, layer, query.model),
         version,
         lambda after: item_vectors.layer_vectors(conn, pk, layer, query.model, after),
+        len(query.vector),
     )
     return dict(dense.top(part.ids, part.matrix, query.vector, pool))
 

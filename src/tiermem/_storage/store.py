@@ -14,8 +14,8 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -454,8 +454,29 @@ def read_entries(
     return [entry_from_row(sid, EntryRecord(*row)) for row in conn.execute(query)]
 
 
-#: What ``get_messages`` renders: the top-level summaries and the active messages.
-MessageWindow = tuple[list[SummaryText], list[WindowEntry]]
+#: The version of a session that does not exist (see :func:`session_version`).
+NO_SESSION_VERSION = "0:0:0"
+_MICROSECOND = timedelta(microseconds=1)
+_EPOCH = datetime(1, 1, 1, tzinfo=UTC)  # every allowed clock is later: no sign
+
+
+class MessageWindow(NamedTuple):
+    """What ``get_messages`` renders: the top-level summaries and the active messages,
+    and the version of the session they show."""
+
+    summaries: list[SummaryText]
+    messages: list[WindowEntry]
+    version: str = NO_SESSION_VERSION
+
+
+def session_version(session: SessionRecord, last_seq: int | None = None) -> str:
+    """The session's version (at ``last_seq``, by default its last): its row, when it
+    was created (SQLite may give a session made anew the row of the one cleared) and
+    its last seq, so it changes with every append and when the session is cleared
+    and made anew; compression keeps it."""
+    created = (as_utc(session.created_at) - _EPOCH) // _MICROSECOND
+    seq = session.last_seq if last_seq is None else last_seq
+    return f"{session.pk}:{created}:{seq}"
 
 
 def read_message_window(conn: Connection, session: SessionRecord) -> MessageWindow:
@@ -470,4 +491,4 @@ def read_message_window(conn: Connection, session: SessionRecord) -> MessageWind
             summaries.append(SummaryText(ref, load_text(body), tokens))
         else:
             messages.append(WindowEntry(deserialize(body), tokens, bool(pinned)))
-    return summaries, messages
+    return MessageWindow(summaries, messages, session_version(session))

@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
-from tiermem import ConversationMemory, is_summary_message
+from tiermem import ConversationMemory, MemoryEntry, is_summary_message
 from tiermem.errors import (
     CompressionConflict,
     CompressionInProgress,
@@ -24,6 +24,7 @@ from tiermem.errors import (
     SummarizationError,
 )
 
+from ._context import model_context
 from ._policy import (
     Trigger,
     copy_trigger,
@@ -75,8 +76,16 @@ def _profile_limit(model: BaseChatModel | None) -> int | None:
 
 
 def _identity(message: BaseMessage) -> object:
-    """What makes two renderings of a message the same: its id; the summary's content."""
-    return ("summary", message.content) if is_summary_message(message) else message.id
+    """What makes two renderings of a message the same: its id and content (a message
+    shown truncated differs); the summary's content."""
+    return (
+        ("summary", message.content)
+        if is_summary_message(message)
+        else (
+            message.id,
+            message.content,
+        )
+    )
 
 
 class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -93,7 +102,11 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     on with tiermem's context, which still fits the memory's ``max_tokens``: the
     oldest messages that do not fit are left out of it (stored, compressed later)
     and its first message says how many (tiermem sends
-    ``compression_failed``).
+    ``compression_failed``). The messages ``keep`` asks for and the turn in
+    progress (the newest human message and the tool exchange after it) are never
+    hidden: where tiermem's context would leave them out, the model gets them
+    fitted to ``max_tokens``, an oversized one truncated with a marker
+    (:mod:`tiermem_agents._context`).
 
     Example:
         ```python
@@ -235,10 +248,15 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """How many of the session's active messages stay verbatim."""
         return keep_count(self.keep, active, self.token_counter, self.max_input_tokens)
 
-    @staticmethod
-    def _active(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """tiermem's rendered context without its summary message."""
-        return [m for m in messages if not is_summary_message(m)]
+    def _context(
+        self, rendered: list[BaseMessage], entries: Sequence[MemoryEntry]
+    ) -> list[BaseMessage]:
+        """What the model gets: tiermem's context, unless it hides kept messages or the
+        turn in progress (see :mod:`tiermem_agents._context`)."""
+        active = [entry.message for entry in entries]
+        keep_from = len(active) - self._keep_last(active)
+        budget = self.memory.config.max_tokens
+        return model_context(rendered, active, keep_from, budget, self.memory.counter)
 
     def _in_role(self, message: BaseMessage) -> BaseMessage:
         """tiermem's summary in ``summary_role``; any other message unchanged."""
@@ -270,14 +288,18 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._record(session_id, messages)
         if not self._triggered(messages):
             return None
-        active = self._active(self.memory.get_messages(session_id))
+        # ``keep`` counts the session's active messages, not the part of them that
+        # tiermem's context (cut to max_tokens) shows.
+        active = [entry.message for entry in self.memory.get_active_entries(session_id)]
         try:
             self.memory.compress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
             # The context tiermem renders still fits max_tokens: it leaves out the
             # oldest messages (stored, compressed later) instead of summarizing them.
             logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
-        return self._replacement(messages, self.memory.get_messages(session_id))
+        rendered = self.memory.get_messages(session_id)
+        context = self._context(rendered, self.memory.get_active_entries(session_id))
+        return self._replacement(messages, context)
 
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
@@ -296,12 +318,15 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         await self._arecord(session_id, messages)
         if not self._triggered(messages):
             return None
-        active = self._active(await self.memory.aget_messages(session_id))
+        entries = await self.memory.aget_active_entries(session_id)
+        active = [entry.message for entry in entries]
         try:
             await self.memory.acompress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
             logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
-        return self._replacement(messages, await self.memory.aget_messages(session_id))
+        rendered = await self.memory.aget_messages(session_id)
+        context = self._context(rendered, await self.memory.aget_active_entries(session_id))
+        return self._replacement(messages, context)
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the model's answer as soon as it exists.
