@@ -8,6 +8,7 @@ from ._compression.policy import DEFAULT_SUMMARY_PROMPT
 from ._core.render import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
 from ._storage.database import Database
 from ._storage.tables import create_tables
+from .copying import CopyResult, copy_project
 from .errors import TiermemError
 from .memory import ConversationMemory
 from .state import SessionState
@@ -35,6 +36,7 @@ __all__ = [
     "OMITTED_MARKER",
     "CompressionResult",
     "ConversationMemory",
+    "CopyResult",
     "Database",
     "EntryType",
     "ForgetResult",
@@ -53,6 +55,7 @@ __all__ = [
     "TokenCounter",
     "__version__",
     "calculate_tier",
+    "copy_project",
     "create_tables",
     "is_summary_message",
 ]
