@@ -50,6 +50,7 @@ from .cli_common import (
     open_memory,
     reported,
 )
+from .cli_copy import copy_command
 from .cli_events import events_app
 from .cli_forget import forget_command
 from .doctor import find_violations
@@ -66,6 +67,7 @@ db_app = typer.Typer(help="Schema management.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(events_app, name="events")
 app.command("forget")(forget_command)
+app.command("copy")(copy_command)
 
 
 def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:

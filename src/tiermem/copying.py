@@ -223,11 +223,12 @@ class _ProjectCopy:
         if self.progress is not None:
             self.progress(CopyProgress(self.project, kind, done, total))
 
-    def conflict(self, what: str) -> CopyConflict:
+    def conflict(
+        self, what: str, remedy: str = "remove it from the target or copy into another database"
+    ) -> CopyConflict:
         return CopyConflict(
             f"{what} of project {self.project!r} differs between the source and the target "
-            f"({_shown(self.destination)}); remove it from the target or copy into another "
-            "database"
+            f"({_shown(self.destination)}); {remedy}"
         )
 
     def read(self, work: Callable[[Connection], T]) -> T:
@@ -295,7 +296,9 @@ class _ProjectCopy:
         after: tuple[str, str] | None = None
         project = self.project
         while True:
-            page = self.origin.run(_on(sql.document_page, project, after), write=False)
+            page = self.origin.run(
+                _on(sql.document_page, project, after, sql.DOCUMENT_PAGE), write=False
+            )
             if not page:
                 return
             yield page
@@ -316,8 +319,7 @@ class _ProjectCopy:
         def work(conn: Connection) -> int:
             held = {
                 (row["namespace"], row["key"]): row
-                for row in sql.document_page(conn, project, through=last, limit=None)
-                if (row["namespace"], row["key"]) >= first
+                for row in sql.document_page(conn, project, None, None, since=first, through=last)
             }
             missing = []
             for row in page:
@@ -344,7 +346,9 @@ class _ProjectCopy:
         theirs: tuple[int, int] = (0, 0)
         matched = 0
         while True:
-            held = self.destination.run(_on(sql.event_page, project, theirs), write=False)
+            held = self.destination.run(
+                _on(sql.event_page, project, theirs, sql.EVENT_PAGE), write=False
+            )
             if not held:
                 return ours, matched
             copied = self.origin.run(_on(sql.event_page, project, ours, len(held)), write=False)
@@ -352,7 +356,11 @@ class _ProjectCopy:
                 if position >= len(copied) or sql.event_content(row) != sql.event_content(
                     copied[position]
                 ):
-                    raise self.conflict("the change feed (events not copied from the source)")
+                    raise self.conflict(
+                        "the change feed",
+                        "the target holds events that are not the source's: copy into another "
+                        "database",
+                    )
             ours = (int(copied[-1][0]), int(copied[-1][1]))
             theirs = (int(held[-1][0]), int(held[-1][1]))
             matched += len(held)
@@ -360,7 +368,7 @@ class _ProjectCopy:
     def count_events(self, after: tuple[int, int]) -> int:
         project, total = self.project, 0
         while True:
-            page = self.origin.run(_on(sql.event_page, project, after), write=False)
+            page = self.origin.run(_on(sql.event_page, project, after, sql.EVENT_PAGE), write=False)
             if not page:
                 return total
             total += len(page)
@@ -420,7 +428,7 @@ class _ProjectCopy:
         """Append the source's events the target lacks, a page per transaction."""
         project, after, written = self.project, plan.events_after, 0
         while True:
-            page = self.origin.run(_on(sql.event_page, project, after), write=False)
+            page = self.origin.run(_on(sql.event_page, project, after, sql.EVENT_PAGE), write=False)
             if not page:
                 return written
             contents = [sql.event_content(row) for row in page]

@@ -175,18 +175,21 @@ def insert_scope(conn: Connection, project: str, stored: StoredScope) -> bool:
 def document_page(
     conn: Connection,
     project: str,
-    after: tuple[str, str] | None = None,
+    after: tuple[str, str] | None,
+    limit: int | None,
     *,
+    since: tuple[str, str] | None = None,
     through: tuple[str, str] | None = None,
-    limit: int | None = DOCUMENT_PAGE,
 ) -> list[dict[str, Any]]:
-    """Documents of ``project`` in (namespace, key) order: those after ``after`` and
-    up to ``through`` (inclusive), at most ``limit``."""
+    """Documents of ``project`` in (namespace, key) order: those after ``after``, from
+    ``since`` and up to ``through`` (both inclusive), at most ``limit`` (``None``: all)."""
     names = (*_DOCUMENT_COLUMNS, *_ACCESS)
     position = sa.tuple_(D.namespace, D.key)
     query = sa.select(*(D[name] for name in names)).where(D.project == project)
     if after is not None:
         query = query.where(position > sa.tuple_(*after))
+    if since is not None:
+        query = query.where(position >= sa.tuple_(*since))
     if through is not None:
         query = query.where(position <= sa.tuple_(*through))
     query = query.order_by(D.namespace, D.key).limit(limit)
@@ -219,7 +222,7 @@ def event_content(row: Sequence[Any]) -> EventContent:
 
 
 def event_page(
-    conn: Connection, project: str, after: tuple[int, int], limit: int = EVENT_PAGE
+    conn: Connection, project: str, after: tuple[int, int], limit: int
 ) -> list[Sequence[Any]]:
     """Up to ``limit`` events of ``project`` after the position ``after``, in delivery
     order: rows of ``(xid, id, kind, session_id, payload, created_at)``. On
