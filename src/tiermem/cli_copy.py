@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
@@ -12,13 +13,24 @@ from .copying import CopyProgress, copy_project
 __all__ = ["copy_command"]
 
 
-def _progress(step: CopyProgress) -> None:
-    err_console.print(
-        f"{step.project}: {step.kind} {step.done}/{step.total}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
+class _Progress:
+    """Progress lines on stderr: the last of each kind, and at most one a second
+    between (a project of many sessions would otherwise print one line each)."""
+
+    def __init__(self) -> None:
+        self.printed = 0.0
+
+    def __call__(self, step: CopyProgress) -> None:
+        now = time.monotonic()
+        if step.done < step.total and now - self.printed < 1.0:
+            return
+        self.printed = now
+        err_console.print(
+            f"{step.project}: {step.kind} {step.done}/{step.total}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def copy_command(
@@ -36,10 +48,10 @@ def copy_command(
     ] = False,
     quiet: QuietOption = False,
 ) -> None:
-    """Copy a project's sessions, layer items, documents and change-feed events to
-    another database (SQLite or PostgreSQL). Run it again after an interruption: what
-    the target holds already is skipped; a target that differs is refused. Vectors are
-    not copied: run 'tiermem embed' on the target."""
+    """Copy a project's sessions, layer items, documents, vectors and change-feed
+    events to another database (SQLite or PostgreSQL). Run it again after an
+    interruption: what the target holds already is skipped; a target that differs is
+    refused before anything is written."""
     if all_projects and project is not None:
         raise typer.BadParameter("pass --project or --all-projects, not both")
     with reported():
@@ -47,7 +59,7 @@ def copy_command(
             source,
             target,
             project=None if all_projects else project or "default",
-            progress=None if quiet else _progress,
+            progress=None if quiet else _Progress(),
         )
     if not quiet:
         console.print(result.summary(), markup=False, highlight=False, soft_wrap=True)

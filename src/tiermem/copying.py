@@ -10,10 +10,13 @@ their delivery order with their kinds, sessions, payloads and times. Row ids are
 the target's own (its tables may hold other projects), so ids inside event
 payloads (``entry_id``, ``summary_id``, ``item_id``) name the source's rows.
 
-Entry and layer-item vectors are not copied: ``tiermem embed`` on the target makes
-them with the model the target uses (documents keep theirs: they are part of the
-document). Consumers' acknowledged positions are not copied either: positions are
-those of one database, so a consumer of the target starts from its beginning.
+The vectors of entries and layer items are copied with the id of the model that
+made them, in the transaction of their session or scope (documents keep theirs, a
+part of the document): a target memory with the same embeddings searches with them
+at once; one with another model ignores them, as it would in the source, and
+``tiermem embed`` makes its own. Consumers' acknowledged positions are not copied:
+positions are those of one database, so a consumer of the target starts from its
+beginning.
 
 The copy is resumable. Each session, each scope and each page of documents or
 events is written in a transaction of its own; a second run skips what the target
@@ -65,6 +68,7 @@ class CopyResult:
         projects: the projects copied.
         sessions: sessions written, with their ``entries`` and ``summaries``.
         scopes: layer scopes written, with their ``layer_items``.
+        vectors: embeddings of the entries and layer items written.
         documents: stored documents written.
         events: change-feed events written.
     """
@@ -75,6 +79,7 @@ class CopyResult:
     summaries: int = 0
     scopes: int = 0
     layer_items: int = 0
+    vectors: int = 0
     documents: int = 0
     events: int = 0
     sessions_present: int = 0
@@ -94,7 +99,7 @@ class CopyResult:
         copied = (
             f"{self.sessions} sessions ({self.entries} entries, {self.summaries} summaries), "
             f"{self.scopes} scopes ({self.layer_items} layer items), "
-            f"{self.documents} documents, {self.events} events"
+            f"{self.vectors} vectors, {self.documents} documents, {self.events} events"
         )
         present = (
             f"{self.sessions_present} sessions, {self.scopes_present} scopes, "
@@ -194,13 +199,15 @@ class _ProjectCopy:
 
     def run(self) -> CopyResult:
         plan = self.plan()
-        entries = summaries = items = 0
+        entries = summaries = items = vectors = 0
         for done, session_id in enumerate(plan.sessions, 1):
-            state = self.copy_session(session_id)
+            state, stored = self.copy_session(session_id)
             entries, summaries = entries + len(state.entries), summaries + len(state.summaries)
+            vectors += stored
             self.report("sessions", done, len(plan.sessions))
         for done, scope in enumerate(plan.scopes, 1):
-            items += self.copy_scope(scope)
+            written, stored = self.copy_scope(scope)
+            items, vectors = items + written, vectors + stored
             self.report("scopes", done, len(plan.scopes))
         documents = self.copy_documents(plan.documents)
         events = self.copy_events(plan)
@@ -211,6 +218,7 @@ class _ProjectCopy:
             summaries=summaries,
             scopes=len(plan.scopes),
             layer_items=items,
+            vectors=vectors,
             documents=documents,
             events=events,
             sessions_present=plan.sessions_present,
@@ -376,9 +384,17 @@ class _ProjectCopy:
 
     # ------------------------------------------------------------------- writing
 
-    def copy_session(self, session_id: str) -> SessionState:
-        """Write one session (one transaction), validated as an import is."""
-        state = self.source_state(session_id)
+    def copy_session(self, session_id: str) -> tuple[SessionState, int]:
+        """Write one session with its vectors (one transaction), validated as an
+        import is; the session and the number of vectors."""
+        project = self.project
+
+        def read(conn: Connection) -> tuple[SessionState, list[sql.Vector]]:
+            return read_state(conn, project, session_id), sql.entry_vectors(
+                conn, project, session_id
+            )
+
+        state, vectors = self.read(read)
         counter = self.counters.get(state.encoding)
         if counter is None:
             counter = self.counters[state.encoding] = TokenCounter(encoding=state.encoding)
@@ -392,29 +408,31 @@ class _ProjectCopy:
             ) from error
         now = utc_now()
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection) -> int:
             try:
-                plan.write(conn, self.project, overwrite=False, now=now)
+                plan.write(conn, project, overwrite=False, now=now)
             except ImportValidationError as error:  # created in the target meanwhile
                 raise self.conflict(f"session {session_id!r}") from error
+            return sql.insert_entry_vectors(conn, project, session_id, vectors)
 
-        self.destination.run(work)
+        stored = self.destination.run(work)
         _failpoints.hit("copy.after_session")
-        return state
+        return state, stored
 
-    def copy_scope(self, scope: str) -> int:
-        """Write one layer scope with its items (one transaction); their number."""
+    def copy_scope(self, scope: str) -> tuple[int, int]:
+        """Write one layer scope with its items and their vectors (one transaction);
+        the numbers of items and vectors."""
         project = self.project
         stored = self.read(_on(sql.read_scope, project, scope))
         if stored is None:
-            return 0  # deleted from the source since the comparison
+            return 0, 0  # deleted from the source since the comparison
 
         def work(conn: Connection) -> None:
             if not sql.insert_scope(conn, project, stored):
                 raise self.conflict(f"layer scope {scope!r}")
 
         self.destination.run(work)
-        return len(stored.items)
+        return len(stored.items), len(stored.vectors)
 
     def copy_documents(self, total: int) -> int:
         written = 0

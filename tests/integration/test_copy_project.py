@@ -7,6 +7,7 @@ target that differs is refused before anything is written."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from tiermem_langgraph import TieredStore
 from typer.testing import CliRunner
 
 from tiermem import ConversationMemory, CopyResult, cli, copy_project
+from tiermem._core.clock import as_utc
 from tiermem._storage import copying as sql
 from tiermem._storage import failpoints as _failpoints
+from tiermem._storage.event_schema import event_table
 from tiermem.copying import CopyProgress
 from tiermem.doctor import find_violations
 from tiermem.errors import CopyConflict, InvalidArgument
@@ -69,7 +72,10 @@ def populate(url: str) -> None:
     """Two compressed sessions (a tool call pending, a pinned entry, metadata), two
     layer scopes over the three stored layers, documents with vectors, their events;
     and another project that a copy of ``PROJECT`` leaves behind."""
-    with ConversationMemory(url, project=PROJECT, summarizer=FakeSummarizer()) as memory:
+    embeddings = DeterministicFakeEmbedding(size=8)
+    with ConversationMemory(
+        url, project=PROJECT, summarizer=FakeSummarizer(), embeddings=embeddings
+    ) as memory:
         for session in SESSIONS:
             for index in range(8):
                 memory.add_user_message(session, f"{session} question {index}")
@@ -88,6 +94,10 @@ def populate(url: str) -> None:
             layers.append("episodic", f"{scope} flew to Paris")
             layers.learn("city", f"{scope} lives in Oslo")
         memory.layers("ada").add_rule("asks for travel", "quote the passport")
+        embedder = memory.context.embedder
+        assert embedder is not None
+        embedder.queue.drain()  # the background embedding of the writes above
+        memory.embed_missing()
         store = TieredStore(memory, index={"dims": 8, "embed": DeterministicFakeEmbedding(size=8)})
         store.put(NAMESPACE, "profile", {"name": "Ada", "langs": ["no", "en"], "age": 36})
         store.put((*NAMESPACE, "notes"), "trip", {"text": "Paris in May"})
@@ -96,12 +106,21 @@ def populate(url: str) -> None:
 
 
 def events(url: str, project: str = PROJECT) -> list[tuple[Any, ...]]:
-    """The project's events in delivery order, without their positions."""
-    with ConversationMemory(url, project=project) as memory:
-        return [
-            (event.kind, event.session_id, event.payload, event.created_at)
-            for event in memory.feed.changes(limit=10_000)
-        ]
+    """The project's events in delivery order, without their positions (all that
+    committed: the feed would wait for transactions of other tests on the server)."""
+    column = event_table.c
+    query = (
+        sa.select(column.kind, column.session_id, column.payload, column.created_at)
+        .where(column.project == project)
+        .order_by(column.xid, column.id)
+    )
+    for engine in engine_for(url):
+        with engine.connect() as conn:
+            return [
+                (kind, session_id, json.loads(payload), as_utc(created_at))
+                for kind, session_id, payload, created_at in conn.execute(query)
+            ]
+    raise AssertionError("unreachable")
 
 
 def token_counts(conn: sa.Connection) -> list[tuple[Any, ...]]:
@@ -122,6 +141,27 @@ def token_counts(conn: sa.Connection) -> list[tuple[Any, ...]]:
     ]
 
 
+def vectors(conn: sa.Connection) -> list[tuple[Any, ...]]:
+    """The project's entry vectors (by session and seq) and item vectors (by scope and
+    item text), with their models."""
+    by_entry = sa.text(
+        "SELECT s.session_id, e.seq, v.model, v.vector FROM tiermem_entry_vector v"
+        " JOIN tiermem_entry e ON e.id = v.entry_id JOIN tiermem_session s ON s.pk = e.session_pk"
+        " WHERE s.project = :p ORDER BY s.session_id, e.seq"
+    )
+    by_item = sa.text(
+        "SELECT c.scope, i.layer, i.content, v.model, v.vector FROM tiermem_layer_item_vector v"
+        " JOIN tiermem_layer_item i ON i.id = v.item_id AND i.scope_pk = v.scope_pk"
+        " AND i.layer = v.layer JOIN tiermem_layer_scope c ON c.pk = i.scope_pk"
+        " WHERE c.project = :p ORDER BY c.scope, i.layer, i.content"
+    )
+    return [
+        (*row[:-1], bytes(row[-1]))
+        for query in (by_entry, by_item)
+        for row in conn.execute(query, {"p": PROJECT})
+    ]
+
+
 def read_scope(conn: sa.Connection, scope: str) -> sql.StoredScope | None:
     return sql.read_scope(conn, PROJECT, scope)
 
@@ -135,6 +175,7 @@ def snapshot(url: str) -> dict[str, Any]:
             "sessions": {sid: memory.export_session(sid).to_json() for sid in SESSIONS},
             "sessions listed": sorted(memory.list_sessions(), key=lambda info: info.session_id),
             "tokens": database.run(token_counts, write=False),
+            "vectors": database.run(vectors, write=False),
             "scopes": {
                 scope: database.run(functools.partial(read_scope, scope=scope), write=False)
                 for scope in SCOPES
@@ -160,6 +201,7 @@ def test_everything_arrives_and_the_doctor_passes(
     expected = snapshot(source)
     assert snapshot(target) == expected
     assert len(expected["documents"]) == 2 and len(expected["events"]) > 40
+    assert len(expected["vectors"]) == 37 + 5
     assert result == CopyResult(
         projects=(PROJECT,),
         sessions=2,
@@ -167,6 +209,7 @@ def test_everything_arrives_and_the_doctor_passes(
         summaries=2,
         scopes=2,
         layer_items=5,
+        vectors=42,
         documents=2,
         events=len(expected["events"]),
     )
@@ -174,6 +217,10 @@ def test_everything_arrives_and_the_doctor_passes(
     assert events(target, "other") == []  # another project is not copied
     assert steps[0] == CopyProgress(PROJECT, "sessions", 1, 2)
     assert steps[-1] == CopyProgress(PROJECT, "events", result.events, result.events)
+    # Vectors travel with their model's id: the same embeddings need none made again.
+    embeddings = DeterministicFakeEmbedding(size=8)
+    with ConversationMemory(target, project=PROJECT, embeddings=embeddings) as memory:
+        assert memory.embed_missing() == 0
     # A document's vectors travel with it: the target finds it by meaning.
     with ConversationMemory(target, project=PROJECT) as memory:
         store = TieredStore(memory, index={"dims": 8, "embed": DeterministicFakeEmbedding(size=8)})
@@ -311,7 +358,7 @@ def test_the_command_prints_one_line_and_exits_as_the_others(
     assert done.exit_code == 0, done.output
     assert done.stdout.splitlines() == [
         f"copied project 'proj': 2 sessions (37 entries, 2 summaries), 2 scopes "
-        f"(5 layer items), 2 documents, {len(events(source))} events; already in the "
+        f"(5 layer items), 42 vectors, 2 documents, {len(events(source))} events; already in the "
         "target: 0 sessions, 0 scopes, 0 documents, 0 events"
     ]
     assert "proj: sessions 2/2" in done.stderr.splitlines()

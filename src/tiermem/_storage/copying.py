@@ -23,17 +23,20 @@ from .._core.clock import as_utc
 from .document_schema import document_table
 from .event_schema import event_table
 from .layer_schema import item_table, scope_table
-from .schema import dialect_insert, session_table
+from .schema import dialect_insert, entry_table, session_table
 from .tables import TABLES
+from .vector_schema import entry_vector_table, item_vector_table
 
 __all__ = [
     "DOCUMENT_PAGE",
     "EVENT_PAGE",
     "StoredScope",
     "document_page",
+    "entry_vectors",
     "event_content",
     "event_page",
     "insert_documents",
+    "insert_entry_vectors",
     "insert_events",
     "insert_scope",
     "projects",
@@ -43,7 +46,14 @@ __all__ = [
     "session_ids",
 ]
 
-S, ITEM, D, V = session_table.c, item_table.c, document_table.c, event_table.c
+S, E, ITEM, D, V = (
+    session_table.c,
+    entry_table.c,
+    item_table.c,
+    document_table.c,
+    event_table.c,
+)
+EV, IV = entry_vector_table.c, item_vector_table.c
 
 #: Documents read and written per transaction.
 DOCUMENT_PAGE = 500
@@ -124,14 +134,60 @@ def scope_names(conn: Connection, project: str) -> list[str]:
     return [str(name) for name in conn.execute(query).scalars()]
 
 
+#: A stored vector: the position (an entry's seq, an item's place in its scope), the
+#: id of the model that made it, and its bytes.
+Vector = tuple[int, str, bytes]
+
+
+def _session_pk(project: str, session_id: str) -> sa.ScalarSelect[Any]:
+    return sa.select(S.pk).where(S.project == project, S.session_id == session_id).scalar_subquery()
+
+
+def entry_vectors(conn: Connection, project: str, session_id: str) -> list[Vector]:
+    """The vectors of a session's entries, by seq."""
+    query = (
+        sa.select(E.seq, EV.model, EV.vector)
+        .join(entry_table, E.id == EV.entry_id)
+        .where(EV.session_pk == _session_pk(project, session_id))
+        .order_by(E.seq)
+    )
+    return [(int(seq), str(model), bytes(vector)) for seq, model, vector in conn.execute(query)]
+
+
+def insert_entry_vectors(
+    conn: Connection, project: str, session_id: str, vectors: Sequence[Vector]
+) -> int:
+    """Store ``vectors`` for the entries of those seqs (of a session just written);
+    the number stored."""
+    if not vectors:
+        return 0
+    ids = {
+        int(seq): (int(entry_id), int(pk))
+        for seq, entry_id, pk in conn.execute(
+            sa.select(E.seq, E.id, E.session_pk).where(
+                E.session_pk == _session_pk(project, session_id)
+            )
+        )
+    }
+    rows = [
+        {"entry_id": ids[seq][0], "session_pk": ids[seq][1], "model": model, "vector": vector}
+        for seq, model, vector in vectors
+        if seq in ids
+    ]
+    for start in range(0, len(rows), _ROWS):
+        conn.execute(sa.insert(entry_vector_table), rows[start : start + _ROWS])
+    return len(rows)
+
+
 @dataclass(frozen=True, slots=True)
 class StoredScope:
-    """A layer scope: when it was made and its items (content and access columns),
-    in the order they were stored."""
+    """A layer scope: when it was made, its items (content and access columns) in the
+    order they were stored, and their vectors (by position in ``items``)."""
 
     scope: str
     created_at: datetime
     items: list[dict[str, Any]]
+    vectors: list[Vector]
 
     def content(self) -> list[dict[str, Any]]:
         """The items without their access bookkeeping (what two copies share)."""
@@ -147,12 +203,22 @@ def read_scope(conn: Connection, project: str, scope: str) -> StoredScope | None
     ).first()
     if row is None:
         return None
-    names = (*_ITEM_COLUMNS, *_ACCESS)
+    names = ("id", *_ITEM_COLUMNS, *_ACCESS)
     query = (
         sa.select(*(ITEM[name] for name in names)).where(ITEM.scope_pk == row[0]).order_by(ITEM.id)
     )
     items = [_row(names, item) for item in conn.execute(query)]
-    return StoredScope(scope=scope, created_at=as_utc(row[1]), items=items)
+    positions = {item.pop("id"): position for position, item in enumerate(items)}
+    vectors = [
+        (positions[item_id], str(model), bytes(vector))
+        for item_id, model, vector in conn.execute(
+            sa.select(IV.item_id, IV.model, IV.vector)
+            .where(IV.scope_pk == row[0])
+            .order_by(IV.item_id)
+        )
+        if item_id in positions
+    ]
+    return StoredScope(scope=scope, created_at=as_utc(row[1]), items=items, vectors=vectors)
 
 
 def insert_scope(conn: Connection, project: str, stored: StoredScope) -> bool:
@@ -169,6 +235,22 @@ def insert_scope(conn: Connection, project: str, stored: StoredScope) -> bool:
     rows = [{"scope_pk": pk, **item} for item in stored.items]
     for start in range(0, len(rows), _ROWS):
         conn.execute(sa.insert(item_table), rows[start : start + _ROWS])
+    if stored.vectors:
+        # Inserted in order into a new scope: the target's ids follow the same order.
+        ids = conn.execute(sa.select(ITEM.id).where(ITEM.scope_pk == pk).order_by(ITEM.id))
+        by_position = list(ids.scalars())
+        vectors = [
+            {
+                "item_id": by_position[position],
+                "scope_pk": pk,
+                "layer": stored.items[position]["layer"],
+                "model": model,
+                "vector": vector,
+            }
+            for position, model, vector in stored.vectors
+        ]
+        for start in range(0, len(vectors), _ROWS):
+            conn.execute(sa.insert(item_vector_table), vectors[start : start + _ROWS])
     return True
 
 
@@ -225,16 +307,16 @@ def event_page(
     conn: Connection, project: str, after: tuple[int, int], limit: int
 ) -> list[Sequence[Any]]:
     """Up to ``limit`` events of ``project`` after the position ``after``, in delivery
-    order: rows of ``(xid, id, kind, session_id, payload, created_at)``. On
-    PostgreSQL only those of settled transactions, as the feed delivers them."""
+    order: rows of ``(xid, id, kind, session_id, payload, created_at)``. Every
+    committed event, also on PostgreSQL where the feed waits until older transactions
+    anywhere on the server end: a copy reads a quiet project, whose events are final,
+    and must not take its own events, not yet delivered, for missing ones."""
     query = (
         sa.select(V.xid, V.id, V.kind, V.session_id, V.payload, V.created_at)
         .where(V.project == project, sa.tuple_(V.xid, V.id) > sa.tuple_(*after))
         .order_by(V.xid, V.id)
         .limit(limit)
     )
-    if conn.dialect.name == "postgresql":
-        query = query.where(sa.text("xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"))
     return list(conn.execute(query))
 
 
