@@ -10,6 +10,7 @@ EXPECTED = [
     "OMITTED_MARKER",
     "CompressionResult",
     "ConversationMemory",
+    "CopyResult",
     "Database",
     "EntryType",
     "ForgetResult",
@@ -28,6 +29,7 @@ EXPECTED = [
     "TokenCounter",
     "__version__",
     "calculate_tier",
+    "copy_project",
     "create_tables",
     "is_summary_message",
 ]
