@@ -132,9 +132,9 @@ def copy_project(
         The counts of what was copied and of what the target held already.
 
     Raises:
-        CopyConflict: the target holds a session, scope, document or events under
-            the same name that differ from the source's; nothing of that project
-            was written.
+        CopyConflict: the target holds a session, scope or document under the same
+            name that differs from the source's, or events of the project that are
+            not the source's; nothing was written.
         InvalidArgument: a bad URL or project name, or no tiermem data at ``source``.
         StorageError: a database failed; what committed before stays (run again).
     """
@@ -142,26 +142,32 @@ def copy_project(
         not isinstance(project, str) or not 0 < len(project) <= 255 or "\0" in project
     ):
         raise InvalidArgument(f"project must be 1-255 characters without NUL, got {project!r}")
-    _check_source(source)
+    _check_urls(source, target)
     origin, destination = Database(source), Database(target)
     try:
         if not origin.has_tables():
             raise InvalidArgument(f"no tiermem tables in {_shown(origin)}: nothing to copy")
         names = [project] if project is not None else origin.run(sql.projects, write=False)
+        copies = [_ProjectCopy(origin, destination, name, progress) for name in names]
+        # Every project is compared before any is written: a conflict in the last
+        # one leaves the target as it was.
+        plans = [copy.plan() for copy in copies]
         result = CopyResult()
-        for name in names:
-            result += _ProjectCopy(origin, destination, name, progress).run()
+        for copy, plan in zip(copies, plans, strict=True):
+            result += copy.run(plan)
         return result
     finally:
         origin.dispose()
         destination.dispose()
 
 
-def _check_source(url: str) -> None:
-    """Refuse a SQLite source file that does not exist (opening it would create it)."""
-    if not isinstance(url, str):
-        raise InvalidArgument(f"a database URL must be a string, got {url!r}")
-    parsed = parse_url(url)
+def _check_urls(source: str, target: str) -> None:
+    """Refuse a URL that is not a string, and a SQLite source file that does not
+    exist (opening it would create it)."""
+    for url in (source, target):
+        if not isinstance(url, str):
+            raise InvalidArgument(f"a database URL must be a string, got {url!r}")
+    parsed = parse_url(source)
     path = parsed.database
     if parsed.get_backend_name() == "sqlite" and path not in (None, "", ":memory:"):
         if not path.startswith("file:") and not Path(path).is_file():
@@ -197,8 +203,8 @@ class _ProjectCopy:
         self.progress = progress
         self.counters: dict[str, TokenCounter] = {}
 
-    def run(self) -> CopyResult:
-        plan = self.plan()
+    def run(self, plan: _Plan) -> CopyResult:
+        """Write what :meth:`plan` found missing in the target."""
         entries = summaries = items = vectors = 0
         for done, session_id in enumerate(plan.sessions, 1):
             state, stored = self.copy_session(session_id)

@@ -340,6 +340,20 @@ def test_a_differing_target_is_refused_before_any_write(
     assert canonical_dump(target_engine) == before
 
 
+def test_every_project_is_compared_before_any_is_written(
+    urls: tuple[str, str], target_engine: Engine
+) -> None:
+    """A conflict in the last project ('proj' after 'other') copies not even the first."""
+    source, target = urls
+    populate(source)
+    with ConversationMemory(target, project=PROJECT) as memory:
+        _conflicting_session(memory)
+    before = canonical_dump(target_engine)
+    with pytest.raises(CopyConflict, match="session 'chat-b' of project 'proj'"):
+        copy_project(source, target, project=None)
+    assert canonical_dump(target_engine) == before
+
+
 def test_a_missing_source_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="no database at"):
         copy_project(f"sqlite:///{tmp_path / 'none.db'}", f"sqlite:///{tmp_path / 't.db'}")
