@@ -8,6 +8,7 @@ from ._compression.policy import DEFAULT_SUMMARY_PROMPT
 from ._core.render import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
 from ._storage.database import Database
 from ._storage.tables import create_tables
+from .copying import CopyResult, copy_project
 from .errors import TiermemError
 from .memory import ConversationMemory
 from .state import SessionState
@@ -37,6 +38,7 @@ __all__ = [
     "CompressionResult",
     "ContextMessages",
     "ConversationMemory",
+    "CopyResult",
     "Database",
     "EntryType",
     "ForgetResult",
@@ -55,6 +57,7 @@ __all__ = [
     "TokenCounter",
     "__version__",
     "calculate_tier",
+    "copy_project",
     "create_tables",
     "is_summary_message",
 ]

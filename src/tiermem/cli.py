@@ -3,7 +3,8 @@
 Exit codes: 0 success, 1 an error, 2 bad usage (the convention of Click and
 argparse), 3 ``doctor`` found broken invariants; an error or a usage error is one
 line on stderr, never a traceback or a boxed text. Every command but ``demo`` (which
-takes ``--db``) takes ``--url`` (default: the embedded SQLite file ``tiermem.db``);
+takes ``--db``) and ``copy`` (``--from`` and ``--to``) takes ``--url`` (default:
+the embedded SQLite file ``tiermem.db``);
 those that read or write sessions take ``--project``. ``mcp`` serves the memory's
 tools to MCP clients (the ``mcp`` extra). The maintenance commands
 (``recalc``, ``prune``) suit cron: ``--quiet`` prints nothing on success.
@@ -54,6 +55,7 @@ from .cli_common import (
     reflow_help,
     reported,
 )
+from .cli_copy import copy_command
 from .cli_embed import embed, load_embeddings
 from .cli_events import events_app
 from .cli_forget import forget_command
@@ -98,6 +100,9 @@ def _root(
     ] = False,
 ) -> None:
     """Tiered, token-aware conversation memory."""
+
+
+app.command("copy")(copy_command)
 
 
 def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:

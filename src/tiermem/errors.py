@@ -29,6 +29,7 @@ wrapped and kept as ``__cause__``::
         x EmbeddingTimeout
       x TokenizerUnavailable
       x EmbeddingsUnavailable
+      x CopyConflict
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "CompressionConflict",
     "ContextReadFailed",
     "CompressionInProgress",
+    "CopyConflict",
     "DatasetInvalid",
     "EmbeddingFailed",
     "EmbeddingTimeout",
@@ -207,3 +209,9 @@ class TokenizerUnavailable(TiermemError):
 class EmbeddingsUnavailable(TiermemError):
     """An embedding model cannot be loaded: its package is not installed (the
     message names the one to install) or it failed to start."""
+
+
+class CopyConflict(TiermemError):
+    """``copy_project``: the target already holds something of that name (a session,
+    a layer scope, a document, change-feed events) that differs from the source's;
+    nothing of the project was written by the copy that found it."""

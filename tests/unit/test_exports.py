@@ -11,6 +11,7 @@ EXPECTED = [
     "CompressionResult",
     "ContextMessages",
     "ConversationMemory",
+    "CopyResult",
     "Database",
     "EntryType",
     "ForgetResult",
@@ -29,6 +30,7 @@ EXPECTED = [
     "TokenCounter",
     "__version__",
     "calculate_tier",
+    "copy_project",
     "create_tables",
     "is_summary_message",
 ]

@@ -47,7 +47,7 @@ from ..tokens import TokenCounter
 from ..types import EntryType, MemoryEntry, MemorySummary
 from . import feed
 
-__all__ = ["export_session", "export_state", "import_session", "import_state"]
+__all__ = ["export_session", "export_state", "import_session", "import_state", "read_state"]
 
 
 def export_state(
@@ -250,18 +250,27 @@ def _validate_entries(
 def export_session(ctx: MemoryContext, session_id: str) -> Op[SessionState]:
     """A snapshot of a session (see ``ConversationMemory.export_session``)."""
     validate_session_id(session_id)
-
-    def work(conn: Connection) -> SessionState:
-        session = store.get_session(conn, ctx.project, session_id, lock=False)
-        return export_state(
-            session,
-            store.read_entries(conn, session, active_only=False),
-            summaries.read_summaries(conn, session, top_only=False),
-        )
-
     # Several statements: one snapshot, or a compression committing between them
     # would give summaries and entries of two different states.
-    return (yield from ctx.transact(work, write=False, snapshot=True))
+    return (
+        yield from ctx.transact(
+            lambda conn: read_state(conn, ctx.project, session_id), write=False, snapshot=True
+        )
+    )
+
+
+def read_state(conn: Connection, project: str, session_id: str) -> SessionState:
+    """The snapshot of a stored session, read in the caller's (snapshot) transaction.
+
+    Raises:
+        SessionNotFound: no such session in ``project``.
+    """
+    session = store.get_session(conn, project, session_id, lock=False)
+    return export_state(
+        session,
+        store.read_entries(conn, session, active_only=False),
+        summaries.read_summaries(conn, session, top_only=False),
+    )
 
 
 def import_session(
