@@ -42,6 +42,9 @@ class NewCheckpoint:
             serialized, or ``None`` for a channel left empty.
         messages: the channels written at this checkpoint that hold a message list,
             by (channel, version): each message is stored once as an entry.
+        delta_channels: the channels whose value is rebuilt from the pending writes
+            of the checkpoint's ancestors back to one that stores it (LangGraph's
+            ``DeltaChannel``): a prune that keeps this checkpoint keeps those.
     """
 
     thread_id: str
@@ -54,6 +57,7 @@ class NewCheckpoint:
     metadata: Typed
     values: Mapping[tuple[str, str], Typed | None] = field(default_factory=dict)
     messages: Mapping[tuple[str, str], Sequence[BaseMessage]] = field(default_factory=dict)
+    delta_channels: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

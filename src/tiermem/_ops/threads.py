@@ -261,6 +261,7 @@ def _checkpoint_row(session_pk: int, new: NewCheckpoint) -> dict[str, Any]:
         "checkpoint_id": new.checkpoint_id,
         "parent_id": new.parent_id,
         "run_id": new.run_id,
+        "delta_channels": json.dumps(sorted(new.delta_channels)) if new.delta_channels else None,
         "versions": json.dumps(dict(new.versions), separators=(",", ":")),
         "checkpoint_type": new.checkpoint[0],
         "checkpoint": new.checkpoint[1],
@@ -492,35 +493,47 @@ def prune(
 
 
 def _prune_namespace(conn: Connection, session_pk: int, namespace: str, keep_latest: bool) -> int:
-    latest = sql.latest_checkpoint(conn, session_pk, namespace) if keep_latest else None
-    if latest is None:
+    kept = _kept(conn, session_pk, namespace) if keep_latest else []
+    if not kept:
         removed = sql.delete_checkpoints(conn, session_pk, namespace, None)
         sql.delete_blobs(conn, session_pk, namespace, [])
         return removed
-    checkpoint_id, versions_json = latest
-    keys = [(channel, str(v)) for channel, v in json.loads(versions_json).items()]
+    keys = sorted({(channel, str(v)) for _, versions in kept for channel, v in versions.items()})
     for channel, version, kind, _value, root in sql.blob_rows(conn, session_pk, namespace, keys):
-        if kind == REFS and root != version:
+        if kind == REFS and root != version:  # its chain's other links go: store it whole
             links = {
                 str(v): json.loads(bytes(value))
                 for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [root])
             }
             refs, _ = _walk(links, version)
             full = json.dumps({"refs": refs}, separators=(",", ":")).encode()
-            sql.replace_blob(
-                conn,
-                {
-                    "session_pk": session_pk,
-                    "checkpoint_ns": namespace,
-                    "channel": channel,
-                    "version": version,
-                    "value": full,
-                    "root": version,
-                },
-            )
-    removed = sql.delete_checkpoints(conn, session_pk, namespace, [checkpoint_id])
+            row = {"session_pk": session_pk, "checkpoint_ns": namespace, "channel": channel}
+            sql.replace_blob(conn, {**row, "version": version, "value": full, "root": version})
+    removed = sql.delete_checkpoints(conn, session_pk, namespace, [cid for cid, _ in kept])
     sql.delete_blobs(conn, session_pk, namespace, keys)
     return removed
+
+
+def _kept(conn: Connection, session_pk: int, namespace: str) -> list[tuple[str, dict[str, Any]]]:
+    """(id, versions) of the checkpoints a ``keep_latest`` prune keeps: the newest,
+    and, when it has delta channels (values rebuilt from the writes of its
+    ancestors), every ancestor back to one that holds a stored value of each."""
+    row = sql.latest_checkpoint(conn, session_pk, namespace)
+    kept: list[tuple[str, dict[str, Any]]] = []
+    waiting: set[str] | None = None
+    while row is not None:
+        checkpoint_id, versions_json, parent_id, delta_json = row
+        versions: dict[str, Any] = json.loads(versions_json)
+        kept.append((str(checkpoint_id), versions))
+        if waiting is None:
+            waiting = set(json.loads(delta_json or "[]"))
+        keys = [(channel, str(versions[channel])) for channel in waiting if channel in versions]
+        found = sql.blob_rows(conn, session_pk, namespace, keys)
+        waiting -= {str(channel) for channel, _, kind, _, _ in found if kind != EMPTY}
+        if not waiting or parent_id is None:
+            break
+        row = sql.checkpoint_by_id(conn, session_pk, namespace, str(parent_id))
+    return kept
 
 
 # --------------------------------------------------------------------------- copy

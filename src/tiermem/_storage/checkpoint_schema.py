@@ -4,8 +4,9 @@ A thread's checkpoints belong to the thread's session (``session_pk``, deleted w
 it); ``checkpoint_ns`` tells a subgraph's checkpoints from the root graph's.
 
 * ``tiermem_checkpoint``: one checkpoint, its parent, the run that made it, its
-  channel versions (JSON) and the checkpoint and metadata as the saver serialized
-  them (type and bytes).
+  channel versions (JSON), the channels whose value is rebuilt from the writes of
+  its ancestors (LangGraph's ``DeltaChannel``: a prune keeps those ancestors) and
+  the checkpoint and metadata as the saver serialized them (type and bytes).
 * ``tiermem_checkpoint_blob``: one value per (channel, version), written once. A
   message list is not serialized again: its row (type ``tiermem:refs``) holds the
   entry ids of the messages, as a full list or as the ids appended to the list of
@@ -67,6 +68,7 @@ class CheckpointRow(SQLModel, table=True):
     parent_id: str | None = Field(default=None, max_length=255)
     run_id: str | None = Field(default=None, max_length=255)
     versions: str = Field(sa_type=sa.Text)
+    delta_channels: str | None = Field(default=None, sa_type=sa.Text)
     checkpoint_type: str = Field(max_length=64)
     checkpoint: bytes = Field(sa_type=sa.LargeBinary)
     metadata_type: str = Field(max_length=64)

@@ -286,12 +286,25 @@ def copy_rows(
 
 
 def latest_checkpoint(conn: Connection, session_pk: int, checkpoint_ns: str) -> Any:
-    """(id, versions) of the namespace's newest checkpoint, if any."""
+    """(id, versions, parent id, delta channels) of the namespace's newest
+    checkpoint, if any."""
     query = (
-        sa.select(C.checkpoint_id, C.versions)
+        sa.select(C.checkpoint_id, C.versions, C.parent_id, C.delta_channels)
         .where(C.session_pk == session_pk, C.checkpoint_ns == checkpoint_ns)
         .order_by(C.checkpoint_id.desc())
         .limit(1)
+    )
+    return conn.execute(query).first()
+
+
+def checkpoint_by_id(
+    conn: Connection, session_pk: int, checkpoint_ns: str, checkpoint_id: str
+) -> Any:
+    """(id, versions, parent id, delta channels) of one checkpoint, if it exists."""
+    query = sa.select(C.checkpoint_id, C.versions, C.parent_id, C.delta_channels).where(
+        C.session_pk == session_pk,
+        C.checkpoint_ns == checkpoint_ns,
+        C.checkpoint_id == checkpoint_id,
     )
     return conn.execute(query).first()
 

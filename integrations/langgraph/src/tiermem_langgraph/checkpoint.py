@@ -31,16 +31,18 @@ How a thread is kept (:mod:`tiermem.threads`):
   order. ``get_next_version`` adds a random fraction to the counter, so versions
   stay unique across forks.
 * **Encryption.** With a ``serde`` other than LangGraph's default
-  ``JsonPlusSerializer`` (an ``EncryptedSerializer``), nothing is stored in clear:
+  ``JsonPlusSerializer`` (an ``EncryptedSerializer``), no message is stored in clear:
   message lists are serialized (encrypted) by it as any value, no entry is appended,
   and the thread's messages are not searchable.
 * **Removal.** ``delete_thread`` deletes the session (conversation and
   checkpoints). ``prune(thread_ids, strategy="keep_latest")`` keeps each namespace's
   newest checkpoint and ``strategy="delete"`` none, with their writes and the values
   no kept checkpoint uses; neither deletes a message: the conversation stays in
-  tiermem, searchable and exportable. ``delete_for_runs`` deletes the runs'
-  checkpoints and writes; ``copy_thread`` copies the conversation and every
-  checkpoint to a thread without checkpoints.
+  tiermem, searchable and exportable. A newest checkpoint with ``DeltaChannel``
+  values (rebuilt from its ancestors' writes) keeps those ancestors back to the one
+  that stores each value, so the thread reads back the same after the prune.
+  ``delete_for_runs`` deletes the runs' checkpoints and writes; ``copy_thread``
+  copies the conversation and every checkpoint to a thread without checkpoints.
 """
 
 from __future__ import annotations
@@ -210,6 +212,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
                 blobs[key] = self.serde.dumps_typed(values[channel])
         meta = get_checkpoint_metadata(config, metadata)
         run_id = meta.get("run_id")
+        delta = meta.get("counters_since_delta_snapshot") or {}
         return NewCheckpoint(
             thread_id=thread_id,
             checkpoint_ns=namespace,
@@ -221,6 +224,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
             metadata=self.serde.dumps_typed(meta),
             values=blobs,
             messages=messages,
+            delta_channels=frozenset(delta),
         )
 
     def _serialized(self, new: NewCheckpoint) -> NewCheckpoint:

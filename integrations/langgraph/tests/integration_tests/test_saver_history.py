@@ -150,7 +150,7 @@ def _extend(state: list[str], batches: Sequence[list[str]]) -> list[str]:
 class DeltaState(TypedDict):
     """A ``DeltaChannel`` list and a plain counter."""
 
-    items: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=3)]
+    items: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=5)]
     count: Annotated[int, operator.add]
 
 
@@ -205,7 +205,7 @@ def summarized(make: Callable[[BaseCheckpointSaver[Any]], Graph], saver: Any) ->
 
 
 def delta(make: Callable[[BaseCheckpointSaver[Any]], Graph], saver: Any) -> None:
-    """Runs of a graph with a ``DeltaChannel`` (snapshots every third update)."""
+    """Runs of a graph with a ``DeltaChannel`` (a snapshot every fifth update)."""
     graph = make(saver)
     for _ in range(4):
         graph.invoke({"items": [], "count": 0}, THREAD)

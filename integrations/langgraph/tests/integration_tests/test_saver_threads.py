@@ -1,0 +1,248 @@
+"""A thread on ``TieredSaver`` is a tiermem session: its messages are entries
+(searched, exported, announced), pruning checkpoints keeps every message, deleting
+the thread or the session deletes the checkpoints, a copy is a thread of its own,
+``DeltaChannel`` threads are pruned safely, and an encrypting ``serde`` keeps every
+message out of clear text; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from tiermem import ConversationMemory
+from tiermem._storage.checkpoint_schema import blob_table, checkpoint_table, write_table
+from tiermem.errors import InvalidArgument, InvalidSessionId
+from tiermem.testing import check_invariants
+
+from tiermem_langgraph import TieredSaver
+
+from .test_saver_history import THREAD, _ask, _comparable, delta_graph, tool_graph
+
+
+@pytest.fixture(name="memory")
+def fixture_memory(url: str) -> Iterator[ConversationMemory]:
+    """A memory on the test's database; its invariants hold after the test."""
+    memory = ConversationMemory(url)
+    yield memory
+    check_invariants(memory.engine)
+    memory.close()
+
+
+def _rows(memory: ConversationMemory) -> dict[str, int]:
+    """Rows of each checkpoint table."""
+    with memory.engine.connect() as conn:
+        return {
+            table.name: int(
+                conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+            )
+            for table in (checkpoint_table, blob_table, write_table)
+        }
+
+
+def _texts(memory: ConversationMemory, thread_id: str) -> list[str]:
+    return [str(entry.to_message().content) for entry in memory.get_entries(thread_id)]
+
+
+def _run(saver: TieredSaver, turns: int, thread: RunnableConfig = THREAD) -> None:
+    graph = tool_graph(saver)
+    for turn in range(turns):
+        graph.invoke(_ask(turn), thread)
+
+
+def test_messages_are_entries_of_the_threads_session(memory: ConversationMemory) -> None:
+    """The thread is a session: listed, its messages stored in order, announced as
+    ``entry:added`` once each, and exported."""
+    added: list[str] = []
+    memory.on(
+        "entry:added", lambda sender, **kw: added.append(str(kw["entry"].to_message().content))
+    )
+    _run(TieredSaver(memory), 3)
+    assert [s.session_id for s in memory.list_sessions()] == ["t-1"]
+    texts = _texts(memory, "t-1")
+    assert texts[:4] == ["question 0", "", "found question 0", "answer 1: found question 0"]
+    assert len(texts) == 12 and added == texts
+    exported = [e.message["data"]["content"] for e in memory.export_session("t-1").entries]
+    assert exported == texts
+
+
+def test_keep_latest_keeps_every_message(memory: ConversationMemory) -> None:
+    """``prune(keep_latest)`` removes all checkpoints but the newest (and the values
+    only they held); the state reads back the same, every message stays searchable
+    and exported, and the thread goes on."""
+    saver = TieredSaver(memory)
+    _run(saver, 10)
+    graph = tool_graph(saver)
+    before = graph.get_state(THREAD).values
+    checkpoints = _rows(memory)["tiermem_checkpoint"]
+    texts = _texts(memory, "t-1")
+    saver.prune(["t-1"], strategy="keep_latest")
+    assert _rows(memory)["tiermem_checkpoint"] == 1 and checkpoints == 50
+    assert graph.get_state(THREAD).values == before
+    assert _texts(memory, "t-1") == texts
+    assert [h.entry.content for h in memory.search("question 3", session_id="t-1", limit=1)] == [
+        "question 3"
+    ]
+    assert len(memory.export_session("t-1").entries) == len(texts)
+    graph.invoke(_ask(10), THREAD)
+    assert graph.get_state(THREAD).values["messages"][:-4] == before["messages"]
+
+
+def test_prune_delete_keeps_the_conversation(memory: ConversationMemory) -> None:
+    """``prune(strategy="delete")`` removes every checkpoint, write and value of the
+    thread, not its messages."""
+    saver = TieredSaver(memory)
+    _run(saver, 2)
+    texts = _texts(memory, "t-1")
+    saver.prune(["t-1"], strategy="delete")
+    assert _rows(memory) == dict.fromkeys(_rows(memory), 0)
+    assert saver.get_tuple(THREAD) is None
+    assert _texts(memory, "t-1") == texts
+    with pytest.raises(InvalidArgument):
+        saver.prune(["t-1"], strategy="everything")
+
+
+def test_delta_channel_thread_is_pruned_safely(memory: ConversationMemory) -> None:
+    """Keeping the newest checkpoint of a ``DeltaChannel`` thread keeps the ancestors
+    its value is rebuilt from: the state reads back the same, and the thread goes on
+    as one never pruned."""
+    saver, reference = TieredSaver(memory), InMemorySaver()
+    for checkpointer in (saver, reference):
+        graph = delta_graph(checkpointer)
+        for _ in range(4):
+            graph.invoke({"items": [], "count": 0}, THREAD)
+    before = delta_graph(saver).get_state(THREAD).values
+    assert len(before["items"]) == 8
+    saver.prune(["t-1"])
+    assert delta_graph(saver).get_state(THREAD).values == before
+    kept = _rows(memory)["tiermem_checkpoint"]
+    assert 1 < kept < len(list(reference.list(THREAD)))
+    for checkpointer in (saver, reference):
+        delta_graph(checkpointer).invoke({"items": [], "count": 0}, THREAD)
+    assert delta_graph(saver).get_state(THREAD).values == (
+        delta_graph(reference).get_state(THREAD).values
+    )
+
+
+def test_deleting_the_thread_or_its_session_deletes_its_checkpoints(
+    memory: ConversationMemory,
+) -> None:
+    """``delete_thread`` deletes the session and everything of the thread; clearing
+    the session (or any deletion of it) deletes its checkpoints with it."""
+    saver = TieredSaver(memory)
+    other: RunnableConfig = {"configurable": {"thread_id": "t-2"}}
+    _run(saver, 2)
+    _run(saver, 1, other)
+    saver.delete_thread("t-1")
+    assert [s.session_id for s in memory.list_sessions()] == ["t-2"]
+    assert saver.get_tuple(THREAD) is None and saver.get_tuple(other) is not None
+    memory.clear_session("t-2")
+    assert _rows(memory) == dict.fromkeys(_rows(memory), 0)
+
+
+def test_copy_is_a_thread_of_its_own(memory: ConversationMemory) -> None:
+    """A copied thread has the source's history, and its own session holding the
+    conversation: deleting the source leaves it whole."""
+    saver = TieredSaver(memory)
+    _run(saver, 3)
+    copy: RunnableConfig = {"configurable": {"thread_id": "copy"}}
+    saver.copy_thread("t-1", "copy")
+    expected = _comparable(tool_graph(saver), THREAD)
+    saver.delete_thread("t-1")
+    assert _comparable(tool_graph(saver), copy) == expected
+    assert _texts(memory, "copy")[:2] == ["question 0", ""]
+    tool_graph(saver).invoke(_ask(5), copy)
+    with pytest.raises(InvalidArgument):
+        saver.copy_thread("copy", "copy")
+
+
+def test_delete_for_runs_keeps_the_conversation(memory: ConversationMemory) -> None:
+    """The runs' checkpoints and writes go; their messages stay."""
+    saver = TieredSaver(memory)
+    graph = tool_graph(saver)
+    graph.invoke(_ask(0), {"configurable": {"thread_id": "t-1"}, "metadata": {"run_id": "r1"}})
+    graph.invoke(_ask(1), {"configurable": {"thread_id": "t-1"}, "metadata": {"run_id": "r2"}})
+    texts = _texts(memory, "t-1")
+    saver.delete_for_runs(["r1"])
+    assert {t.metadata.get("run_id") for t in saver.list(THREAD)} == {"r2"}
+    assert _texts(memory, "t-1") == texts
+
+
+class _Xor:
+    """A toy cipher (tests only): XOR with one byte."""
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        return "xor", bytes(b ^ 0x5A for b in plaintext)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        assert ciphername == "xor"
+        return bytes(b ^ 0x5A for b in ciphertext)
+
+
+def test_an_encrypting_serde_keeps_messages_out_of_clear_text(memory: ConversationMemory) -> None:
+    """With an ``EncryptedSerializer`` no message becomes an entry and no row holds
+    a message's text; the history reads back as InMemorySaver's."""
+    saver = TieredSaver(memory, serde=EncryptedSerializer(_Xor()))
+    reference = InMemorySaver()
+    for checkpointer in (saver, reference):
+        graph = tool_graph(checkpointer)
+        for turn in range(2):
+            graph.invoke(_ask(turn), THREAD)
+    assert _comparable(tool_graph(saver), THREAD) == _comparable(tool_graph(reference), THREAD)
+    assert memory.get_entries("t-1") == []
+    with memory.engine.connect() as conn:
+        for table in (checkpoint_table, blob_table, write_table):
+            for row in conn.execute(sa.select(table)):
+                assert b"question" not in b"".join(v for v in row if isinstance(v, bytes))
+
+
+def test_from_url_and_setup(url: str) -> None:
+    """``from_url`` makes a saver on its own memory of a project, closed with it;
+    ``setup`` may run again."""
+    with TieredSaver.from_url(url, project="agents") as saver:
+        saver.setup()
+        _run(saver, 1)
+        assert saver.memory.project == "agents"
+        assert saver.get_tuple(THREAD) is not None
+
+
+def test_bad_thread_id_writes_nothing(memory: ConversationMemory) -> None:
+    """A thread id that is no valid session id is refused with a typed error."""
+    saver = TieredSaver(memory)
+    with pytest.raises(InvalidSessionId):
+        tool_graph(saver).invoke(_ask(0), {"configurable": {"thread_id": " padded "}})
+    assert memory.list_sessions() == [] and _rows(memory) == dict.fromkeys(_rows(memory), 0)
+
+
+def test_concurrent_threads(memory: ConversationMemory) -> None:
+    """Graphs of several threads run at once on one saver: every thread ends with
+    its own messages, each stored once."""
+    saver = TieredSaver(memory)
+    errors: list[BaseException] = []
+
+    def work(name: str) -> None:
+        try:
+            graph = tool_graph(saver)
+            for turn in range(3):
+                graph.invoke(
+                    {"messages": [HumanMessage(f"{name} {turn}", id=f"{name}-h{turn}")]},
+                    {"configurable": {"thread_id": name}},
+                )
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    workers = [threading.Thread(target=work, args=(f"w{n}",)) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    for n in range(4):
+        state = tool_graph(saver).get_state({"configurable": {"thread_id": f"w{n}"}})
+        assert [m.content for m in state.values["messages"]][::4] == [f"w{n} {t}" for t in range(3)]
+        assert len(_texts(memory, f"w{n}")) == 12
