@@ -65,12 +65,31 @@ FULL_EVERY = 32
 
 @dataclass(frozen=True, slots=True)
 class _Known:
-    """A channel's message list as this process last wrote or read it."""
+    """A channel's message list as this process last wrote or read it: the message
+    objects (the caller's, not copies: a graph passes the same objects on from step
+    to step, so comparing is mostly an identity check) with the content each had
+    then (a message whose content was reassigned since is no longer known)."""
 
     version: str
     messages: tuple[BaseMessage, ...]
+    contents: tuple[object, ...]
     refs: tuple[int, ...]
     depth: int
+
+    @classmethod
+    def of(
+        cls, version: str, messages: Sequence[BaseMessage], refs: Sequence[int], depth: int
+    ) -> _Known:
+        """The list ``messages`` as it is now."""
+        contents = tuple(m.content for m in messages)
+        return cls(version, tuple(messages), contents, tuple(refs), depth)
+
+    def same(self, position: int, message: BaseMessage) -> bool:
+        """Whether ``message`` is the known message at ``position``, unchanged."""
+        known = self.messages[position]
+        if known.content is not self.contents[position]:
+            return False  # edited in place since
+        return message is known or message == known
 
 
 class KnownLists:
@@ -134,15 +153,14 @@ def _plan(
     if cached is not None and cached.depth + 1 < FULL_EVERY and _extends(cached, msgs):
         tail = [None] * (len(msgs) - len(cached.messages))
         return _ListPlan(channel, version, msgs, [*cached.refs, *tail], cached)
-    by_id = (
-        {}
-        if cached is None
-        else {m.id: (m, ref) for m, ref in zip(cached.messages, cached.refs, strict=True)}
-    )
+    positions = {} if cached is None else {m.id: n for n, m in enumerate(cached.messages)}
     refs: list[int | None] = []
     for message in msgs:
-        hit = by_id.get(message.id)
-        refs.append(hit[1] if hit is not None and hit[0] == message else None)
+        at = positions.get(message.id)
+        if cached is not None and at is not None and cached.same(at, message):
+            refs.append(cached.refs[at])
+        else:
+            refs.append(None)
     return _ListPlan(channel, version, msgs, refs, None)
 
 
@@ -150,7 +168,9 @@ def _extends(cached: _Known, messages: Sequence[BaseMessage]) -> bool:
     """Whether ``messages`` starts with the cached list (same messages, same content)."""
     if len(messages) < len(cached.messages):
         return False
-    return all(a is b or a == b for a, b in zip(cached.messages, messages, strict=False))
+    return all(
+        cached.same(n, message) for n, message in enumerate(messages[: len(cached.messages)])
+    )
 
 
 def put(ctx: MemoryContext, known: KnownLists, new: NewCheckpoint) -> Op[None]:
@@ -188,70 +208,42 @@ def put(ctx: MemoryContext, known: KnownLists, new: NewCheckpoint) -> Op[None]:
         for (channel, position), message in unresolved.items():
             entry_id = stored[(message.id, json_of[id(message)])]
             next(p for p in plans if p.channel == channel).refs[position] = entry_id
-        sql.insert_blobs(conn, _blob_rows(conn, session_pk, new, plans))
+        _store_values(conn, session_pk, new, plans)
         sql.put_checkpoint(conn, _checkpoint_row(session_pk, new))
 
     yield from append_attached(ctx, thread_id, prepared, Attached(choose, after))
     for plan in plans:
         depth = 0 if plan.base is None else plan.base.depth + 1
         refs = tuple(ref for ref in plan.refs if ref is not None)
-        known.set(
-            (thread_id, new.checkpoint_ns, plan.channel),
-            _Known(plan.version, tuple(_own(plan)), refs, depth),
-        )
+        key = (thread_id, new.checkpoint_ns, plan.channel)
+        known.set(key, _Known.of(plan.version, plan.messages, refs, depth))
 
 
-def _own(plan: _ListPlan) -> list[BaseMessage]:
-    """The plan's messages, the new ones copied (a caller editing its message in
-    place later must not change what the cache compares with)."""
-    if plan.base is None:
-        return [m.model_copy(deep=True) for m in plan.messages]
-    start = len(plan.base.messages)
-    return [*plan.base.messages, *(m.model_copy(deep=True) for m in plan.messages[start:])]
-
-
-def _blob_rows(
+def _store_values(
     conn: Connection, session_pk: int, new: NewCheckpoint, plans: list[_ListPlan]
-) -> list[dict[str, Any]]:
+) -> None:
+    """Insert the checkpoint's new values: each message list as a delta on its base
+    when that base is still stored (checked by the insert itself), else whole."""
+    key: dict[str, Any] = {"session_pk": session_pk, "checkpoint_ns": new.checkpoint_ns}
     rows: list[dict[str, Any]] = []
-    base = {"session_pk": session_pk, "checkpoint_ns": new.checkpoint_ns}
     for (channel, version), value in new.values.items():
         kind, data = (EMPTY, None) if value is None else value
-        rows.append(
-            {
-                **base,
-                "channel": channel,
-                "version": version,
-                "type": kind,
-                "value": data,
-                "root": None,
-            }
-        )
+        row: dict[str, Any] = {"channel": channel, "version": version, "type": kind, "value": data}
+        rows.append({**key, **row, "root": None})
     for plan in plans:
         refs = [ref for ref in plan.refs if ref is not None]
-        root = None
+        row = {**key, "channel": plan.channel, "version": plan.version, "type": REFS}
         if plan.base is not None:
-            found = sql.blob_rows(
-                conn, session_pk, new.checkpoint_ns, [(plan.channel, plan.base.version)]
-            )
-            root = found[0].root if found and found[0].type == REFS else None
-        if root is None or plan.base is None:
-            plan.base = None
-            link: dict[str, Any] = {"refs": refs}
-            root = plan.version
-        else:
             link = {"base": plan.base.version, "add": refs[len(plan.base.refs) :]}
-        rows.append(
-            {
-                **base,
-                "channel": plan.channel,
-                "version": plan.version,
-                "type": REFS,
-                "value": json.dumps(link, separators=(",", ":")).encode(),
-                "root": root,
-            }
-        )
-    return rows
+            if sql.insert_delta(conn, {**row, "value": _encode(link)}, plan.base.version):
+                continue
+            plan.base = None  # its base is gone (pruned): store the list whole
+        rows.append({**row, "value": _encode({"refs": refs}), "root": plan.version})
+    sql.insert_blobs(conn, rows)
+
+
+def _encode(link: dict[str, Any]) -> bytes:
+    return json.dumps(link, separators=(",", ":")).encode()
 
 
 def _checkpoint_row(session_pk: int, new: NewCheckpoint) -> dict[str, Any]:
@@ -329,10 +321,9 @@ def _remember(known: KnownLists, checkpoint: StoredCheckpoint, item: dict[str, A
     """The newest checkpoint's lists are what the next put most likely extends."""
     for channel, refs in item["lists"].items():
         version = str(checkpoint.versions[channel])
-        copies = tuple(m.model_copy(deep=True) for m in checkpoint.messages[channel])
-        depth = item["depths"][channel]
+        messages = checkpoint.messages[channel]
         key = (checkpoint.thread_id, checkpoint.checkpoint_ns, channel)
-        known.set(key, _Known(version, copies, tuple(refs), depth))
+        known.set(key, _Known.of(version, messages, refs, item["depths"][channel]))
 
 
 def _load(conn: Connection, row: Any) -> dict[str, Any]:
@@ -506,7 +497,7 @@ def _prune_namespace(conn: Connection, session_pk: int, namespace: str, keep_lat
                 for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [root])
             }
             refs, _ = _walk(links, version)
-            full = json.dumps({"refs": refs}, separators=(",", ":")).encode()
+            full = _encode({"refs": refs})
             row = {"session_pk": session_pk, "checkpoint_ns": namespace, "channel": channel}
             sql.replace_blob(conn, {**row, "version": version, "value": full, "root": version})
     removed = sql.delete_checkpoints(conn, session_pk, namespace, [cid for cid, _ in kept])

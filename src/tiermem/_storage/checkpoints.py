@@ -25,6 +25,7 @@ __all__ = [
     "entries_by_message_id",
     "entry_messages",
     "insert_blobs",
+    "insert_delta",
     "insert_writes",
     "put_checkpoint",
     "replace_blob",
@@ -63,6 +64,32 @@ def insert_blobs(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     (a version is written once)."""
     if rows:
         conn.execute(dialect_insert(conn, blob_table).on_conflict_do_nothing(), list(rows))
+
+
+def insert_delta(conn: Connection, row: Mapping[str, Any], base: str) -> bool:
+    """Insert a message list stored as a delta on version ``base`` of its channel,
+    with the root of ``base``'s chain, if ``base`` is stored; whether it was."""
+    found = blob_table.alias("base")
+    select = sa.select(
+        sa.literal(row["session_pk"], sa.Integer),
+        sa.literal(row["checkpoint_ns"], sa.Text),
+        sa.literal(row["channel"], sa.Text),
+        sa.literal(row["version"], sa.String),
+        sa.literal(row["type"], sa.String),
+        sa.literal(row["value"], sa.LargeBinary),
+        found.c.root,
+    ).where(
+        found.c.session_pk == row["session_pk"],
+        found.c.checkpoint_ns == row["checkpoint_ns"],
+        found.c.channel == row["channel"],
+        found.c.version == base,
+        found.c.type == row["type"],
+        found.c.root.is_not(None),
+    )
+    names = ["session_pk", "checkpoint_ns", "channel", "version", "type", "value", "root"]
+    insert = dialect_insert(conn, blob_table).from_select(names, select).on_conflict_do_nothing()
+    # RETURNING rather than the row count (psycopg reports -1 for INSERT ... SELECT).
+    return conn.execute(insert.returning(B.version)).first() is not None
 
 
 def replace_blob(conn: Connection, row: Mapping[str, Any]) -> None:

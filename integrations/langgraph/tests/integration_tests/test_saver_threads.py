@@ -6,13 +6,17 @@ message out of clear text; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from tiermem import ConversationMemory
@@ -246,3 +250,54 @@ def test_concurrent_threads(memory: ConversationMemory) -> None:
         state = tool_graph(saver).get_state({"configurable": {"thread_id": f"w{n}"}})
         assert [m.content for m in state.values["messages"]][::4] == [f"w{n} {t}" for t in range(3)]
         assert len(_texts(memory, f"w{n}")) == 12
+
+
+def _put_list(saver: TieredSaver, messages: list[BaseMessage], step: int, parent: Any) -> Any:
+    """Put a checkpoint whose ``messages`` channel holds ``messages`` (a new version)."""
+    version = saver.get_next_version(None if step == 0 else f"{step:032}.0", None)
+    config: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+    if parent is not None:
+        config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = str(uuid6(clock_seq=step))
+    checkpoint["channel_values"] = {"messages": list(messages)}
+    checkpoint["channel_versions"] = {"messages": version}
+    return saver.put(config, checkpoint, {"source": "loop", "step": step}, {"messages": version})
+
+
+def test_message_lists_are_deltas_with_a_full_list_every_32(memory: ConversationMemory) -> None:
+    """A growing list is stored as the ids appended since the previous version, with a
+    full list every 32 versions; every version reads back its own list."""
+    saver = TieredSaver(memory)
+    messages: list[BaseMessage] = []
+    configs = []
+    for step in range(70):
+        messages.append(HumanMessage(f"message {step}", id=f"m{step}"))
+        configs.append(_put_list(saver, messages, step, configs[-1] if configs else None))
+    with memory.engine.connect() as conn:
+        values = conn.execute(sa.select(blob_table.c.value)).scalars().all()
+    full = [json.loads(v) for v in values if "refs" in json.loads(v)]
+    assert len(values) == 70 and len(full) == 3
+    for step in (0, 31, 32, 45, 69):
+        found = saver.get_tuple(configs[step])
+        assert found is not None
+        assert [m.content for m in found.checkpoint["channel_values"]["messages"]] == [
+            f"message {n}" for n in range(step + 1)
+        ]
+    assert len(memory.get_entries("t-1")) == 70
+
+
+def test_a_message_edited_in_place_is_a_revision(memory: ConversationMemory) -> None:
+    """Assigning a message's content in place between two checkpoints stores a
+    revision: the old checkpoint keeps the old text, the new one has the new text."""
+    saver = TieredSaver(memory)
+    messages: list[BaseMessage] = [HumanMessage("first", id="m0")]
+    first = _put_list(saver, messages, 0, None)
+    messages[0].content = "first, edited"
+    messages.append(HumanMessage("second", id="m1"))
+    second = _put_list(saver, messages, 1, first)
+    texts = [
+        [m.content for m in saver.get_tuple(c).checkpoint["channel_values"]["messages"]]  # type: ignore[union-attr]
+        for c in (first, second)
+    ]
+    assert texts == [["first"], ["first, edited", "second"]]
