@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import corpus
 import sqlalchemy as sa
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
@@ -66,17 +67,15 @@ PG_URL = os.environ.get(
 RESULTS = Path(__file__).parent / "results" / "checkpointer.json"
 THREAD = "bench"
 CONFIG: RunnableConfig = {"configurable": {"thread_id": THREAD}}
-WORDS = (
-    "order ship parcel invoice customer refund track delay customs warehouse label "
-    "address courier return payment receipt status weight box express standard"
-).split()
+#: The words of the messages: the side-by-side benchmark's English word list.
+WORDS: list[str] = corpus._WORDS  # noqa: SLF001
 
 
-def text(rng: random.Random, chars: int) -> str:
-    """``chars`` characters of words."""
-    out = ""
+def text(rng: random.Random, marker: str, chars: int) -> str:
+    """``chars`` characters: ``marker`` (a word no other message has), then words."""
+    out = marker
     while len(out) < chars:
-        out += rng.choice(WORDS) + " "
+        out += " " + rng.choice(WORDS)
     return out[:chars]
 
 
@@ -92,6 +91,7 @@ class Result:
     turn_ms_last50: float = 0.0
     get_state_ms: float = 0.0
     prune: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, int] = field(default_factory=dict)
 
 
 @contextmanager
@@ -122,6 +122,21 @@ def _pg_size(schema: str) -> int:
         engine.dispose()
 
 
+def _pg_tables(schema: str) -> dict[str, int]:
+    """Each table's size (with its indexes and TOAST)."""
+    engine = sa.create_engine(PG_URL)
+    try:
+        with engine.connect() as conn:
+            query = (
+                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = :schema AND c.relkind = 'r' ORDER BY 2 DESC"
+            )
+            return {str(k): int(v) for k, v in conn.execute(sa.text(query), {"schema": schema})}
+    finally:
+        engine.dispose()
+
+
 def _sqlite_size(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
@@ -132,6 +147,16 @@ def _sqlite_size(path: Path) -> int:
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
+def conversation(args: argparse.Namespace) -> tuple[list[str], list[AIMessage]]:
+    """The questions and the scripted answers, each with a marker of its own."""
+    rng = random.Random(args.seed)
+    questions = [text(rng, f"question{n:04d}", args.chars) for n in range(args.turns)]
+    answers = [
+        AIMessage(text(rng, f"answer{n:04d}", args.chars), id=f"a{n}") for n in range(args.turns)
+    ]
+    return questions, answers
+
+
 def run(
     name: str,
     backend: str,
@@ -140,9 +165,7 @@ def run(
     args: argparse.Namespace,
 ) -> Result:
     """The conversation on ``saver``, with its figures."""
-    rng = random.Random(args.seed)
-    questions = [text(rng, args.chars) for _ in range(args.turns)]
-    answers = [AIMessage(text(rng, args.chars), id=f"a{n}") for n in range(args.turns)]
+    questions, answers = conversation(args)
     agent = create_agent(ToolCallingFakeModel(messages=iter(answers)), [], checkpointer=saver)
     result = Result(name, backend, args.turns)
     marks = {int(mark) for mark in args.marks.split(",")} | {args.turns}
@@ -171,18 +194,21 @@ def prune(saver: TieredSaver, args: argparse.Namespace) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     after = sum(1 for _ in saver.list(CONFIG))
     memory = saver.memory
-    exported = len(memory.export_session(THREAD).entries)
-    rng = random.Random(args.seed)
-    first_question = text(rng, args.chars)
-    found = memory.search(" ".join(first_question.split()[:6]), session_id=THREAD, limit=50)
+    exported = {e.message["data"]["content"] for e in memory.export_session(THREAD).entries}
+    questions, answers = conversation(args)
+    texts = [*questions, *(str(answer.content) for answer in answers)]
+    found = 0
+    for message in texts:
+        hits = memory.search(message.split()[0], session_id=THREAD, limit=1)
+        found += bool(hits) and hits[0].entry.content == message
     return {
         "checkpoints_before": before,
         "checkpoints_after": after,
         "removed_share": (before - after) / before,
         "seconds": seconds,
-        "exported_messages": exported,
-        "all_messages_exported": exported == 2 * args.turns,
-        "first_question_found": any(h.entry.content == first_question for h in found),
+        "messages": len(texts),
+        "exported": sum(message in exported for message in texts),
+        "found_by_search": found,
     }
 
 
@@ -209,11 +235,13 @@ def bench_postgres(args: argparse.Namespace) -> list[Result]:
         with PostgresSaver.from_conn_string(f"{url}?options=-csearch_path%3D{schema}") as saver:
             saver.setup()
             results.append(run("PostgresSaver", "postgres", saver, lambda: _pg_size(schema), args))
+            results[-1].tables = _pg_tables(schema)
     with _pg_schema() as schema:
         memory = ConversationMemory(f"{PG_URL}?options=-csearch_path%3D{schema}", project="bench")
         try:
             ours = TieredSaver(memory)
             results.append(run("TieredSaver", "postgres", ours, lambda: _pg_size(schema), args))
+            results[-1].tables = _pg_tables(schema)
             results[-1].prune = prune(ours, args)
         finally:
             memory.close()
@@ -230,13 +258,16 @@ def report(results: list[Result]) -> None:
             f"{r.backend:8} {r.saver:13} {sizes}; turn {r.turn_ms_mean:.1f} ms "
             f"(last 50: {r.turn_ms_last50:.1f} ms); get_state {r.get_state_ms:.1f} ms"
         )
+        if r.tables:
+            tables = ", ".join(f"{name} {size / 1e6:.2f}" for name, size in r.tables.items())
+            print(f"{'':8} tables (MB): {tables}")
         if r.prune:
             p = r.prune
             print(
                 f"{'':8} prune(keep_latest): {p['checkpoints_before']} -> "
                 f"{p['checkpoints_after']} checkpoints ({100 * p['removed_share']:.1f} % removed, "
-                f"{p['seconds']:.2f} s); messages exported {p['exported_messages']}, "
-                f"first question found: {p['first_question_found']}"
+                f"{p['seconds']:.2f} s); of {p['messages']} messages, {p['exported']} "
+                f"exported and {p['found_by_search']} found by search"
             )
     for backend in sorted({r.backend for r in results}):
         theirs, ours = (r for r in results if r.backend == backend)

@@ -28,8 +28,8 @@ How a thread is kept (:mod:`tiermem.threads`):
   version), written only for ``new_versions``. Pending writes are keyed as LangGraph
   keys them (thread, namespace, checkpoint id, task id, index, with
   ``WRITES_IDX_MAP`` for the special channels) and returned in ``writes_sort_key``
-  order. ``get_next_version`` adds a random fraction to the counter, so versions
-  stay unique across forks.
+  order. ``get_next_version`` adds 32 random bits to the counter, so versions stay
+  unique across forks.
 * **Encryption.** With a ``serde`` other than LangGraph's default
   ``JsonPlusSerializer`` (an ``EncryptedSerializer``), no message is stored in clear:
   message lists are serialized (encrypted) by it as any value, no entry is appended,
@@ -200,6 +200,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
         thread_id, namespace, parent_id = _thread(config)
         stripped: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = stripped.pop("channel_values")
+        versions = stripped.pop("channel_versions")  # kept once, as the row's versions
         blobs: dict[tuple[str, str], Typed | None] = {}
         messages: dict[tuple[str, str], list[BaseMessage]] = {}
         for channel, version in new_versions.items():
@@ -219,7 +220,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
             checkpoint_id=checkpoint["id"],
             parent_id=parent_id,
             run_id=None if run_id is None else str(run_id),
-            versions=dict(checkpoint["channel_versions"]),
+            versions=dict(versions),
             checkpoint=self.serde.dumps_typed(stripped),
             metadata=self.serde.dumps_typed(meta),
             values=blobs,
@@ -234,6 +235,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
 
     def _tuple(self, stored: StoredCheckpoint) -> CheckpointTuple:
         checkpoint: Checkpoint = self.serde.loads_typed(stored.checkpoint)
+        checkpoint["channel_versions"] = stored.versions
         values = {channel: self.serde.loads_typed(v) for channel, v in stored.values.items()}
         values.update(stored.messages)
         parent = (
@@ -451,11 +453,12 @@ class TieredSaver(BaseCheckpointSaver[str]):
     # ------------------------------------------------------------------ versions
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """The counter after ``current`` with a random fraction: unique across forks."""
+        """The counter after ``current`` (16 digits, so versions sort as strings) and
+        32 random bits, so forks of one checkpoint make different versions of a channel."""
         if current is None:
             number = 0
         elif isinstance(current, int):
             number = current
         else:
             number = int(str(current).split(".")[0])
-        return f"{number + 1:032}.{random.random():016}"
+        return f"{number + 1:016}.{random.getrandbits(32):08x}"
