@@ -231,14 +231,22 @@ def entries_by_message_id(
     conn: Connection, project: str, thread_id: str, message_ids: Iterable[str]
 ) -> list[tuple[int, str, str]]:
     """(entry id, stored message id, message JSON) of every entry of the thread's
-    session with one of ``message_ids`` (each revision of a message has its entry)."""
+    session with one of ``message_ids`` (each revision of a message has its entry).
+
+    On PostgreSQL the session's row is locked first, and the entries are read by a
+    statement of their own (a new snapshot once the lock is held): two puts of one
+    thread never both find a new message missing and both store it. SQLite's writers
+    take turns already."""
     stored = sorted({store_text(value) for value in message_ids})
     if not stored:
         return []
+    thread = sa.and_(S.project == project, S.session_id == thread_id)
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(S.pk).where(thread).with_for_update())
     query = (
         sa.select(E.id, E.message_id, E.message)
         .join(session_table, S.pk == E.session_pk)
-        .where(S.project == project, S.session_id == thread_id, E.message_id.in_(stored))
+        .where(thread, E.message_id.in_(stored))
     )
     return [(int(pk), str(mid), str(text)) for pk, mid, text in conn.execute(query)]
 

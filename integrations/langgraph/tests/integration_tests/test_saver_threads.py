@@ -301,3 +301,44 @@ def test_a_message_edited_in_place_is_a_revision(memory: ConversationMemory) -> 
         for c in (first, second)
     ]
     assert texts == [["first"], ["first, edited", "second"]]
+
+
+def test_concurrent_puts_of_one_thread_store_a_message_once(memory: ConversationMemory) -> None:
+    """Puts of one thread's namespaces at once (parallel subgraphs), whose lists share
+    new messages: each message is stored once, and every namespace reads back its list."""
+    saver = TieredSaver(memory)
+    _put_list(saver, [HumanMessage("start", id="m0")], 0, None)  # the session exists
+    shared = [HumanMessage(f"shared {n}", id=f"s{n}") for n in range(5)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def work(worker: int) -> None:
+        try:
+            config: RunnableConfig = {
+                "configurable": {"thread_id": "t-1", "checkpoint_ns": f"sub:{worker}"}
+            }
+            checkpoint = empty_checkpoint()
+            own = HumanMessage(f"own {worker}", id=f"o{worker}")
+            checkpoint["channel_values"] = {"messages": [*shared, own]}
+            checkpoint["channel_versions"] = {"messages": "1"}
+            start.wait()
+            saver.put(config, checkpoint, {"source": "loop", "step": 1}, {"messages": "1"})
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    contents = [str(e.to_message().content) for e in memory.get_entries("t-1")]
+    assert sorted(contents) == sorted(
+        ["start", *(f"shared {n}" for n in range(5)), *(f"own {n}" for n in range(4))]
+    )
+    for n in range(4):
+        config: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": f"sub:{n}"}}
+        found = saver.get_tuple(config)
+        assert found is not None
+        messages = found.checkpoint["channel_values"]["messages"]
+        assert [m.content for m in messages] == [*(f"shared {i}" for i in range(5)), f"own {n}"]
