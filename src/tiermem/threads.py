@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ._core.runner import arun, run
 from ._ops import threads as ops
+from ._ops.known_lists import KnownLists
 from .checkpoints import CheckpointQuery, NewCheckpoint, NewWrite, StoredCheckpoint
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class Threads:
     def __init__(self, memory: ConversationMemory) -> None:
         self._memory = memory
         self._context = memory.context
-        self._known = ops.KnownLists()
+        self._known = KnownLists()
 
     @property
     def memory(self) -> ConversationMemory:

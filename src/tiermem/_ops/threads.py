@@ -13,13 +13,18 @@ is a new entry, so every checkpoint reads back the revision it held.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+)
 
 from .._core.context import MemoryContext
 from .._core.messages import deserialize, load_text, validate_session_id
@@ -38,13 +43,13 @@ from ..checkpoints import (
 )
 from ..errors import InvalidArgument, StaleContext
 from ..types import MemoryEntry
+from .known_lists import Known, KnownLists
 from .write import Attached, append_attached, clear, prepare_messages
 
 __all__ = [
     "EMPTY",
     "FULL_EVERY",
     "REFS",
-    "KnownLists",
     "copy_thread",
     "delete_runs",
     "delete_thread",
@@ -63,74 +68,6 @@ EMPTY = "empty"
 FULL_EVERY = 32
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """A channel's message list as this process last wrote or read it: the message
-    objects (the caller's, not copies: a graph passes the same objects on from step
-    to step, so comparing is mostly an identity check) with the content each had
-    then (a message whose content was reassigned since is no longer known)."""
-
-    version: str
-    messages: tuple[BaseMessage, ...]
-    contents: tuple[object, ...]
-    refs: tuple[int, ...]
-    depth: int
-
-    @classmethod
-    def of(
-        cls, version: str, messages: Sequence[BaseMessage], refs: Sequence[int], depth: int
-    ) -> _Known:
-        """The list ``messages`` as it is now."""
-        contents = tuple(m.content for m in messages)
-        return cls(version, tuple(messages), contents, tuple(refs), depth)
-
-    def same(self, position: int, message: BaseMessage) -> bool:
-        """Whether ``message`` is the known message at ``position``, unchanged."""
-        known = self.messages[position]
-        if known.content is not self.contents[position]:
-            return False  # edited in place since
-        return message is known or message == known
-
-
-class KnownLists:
-    """The last message list of each recently used (thread, namespace, channel):
-    the base a new version is stored as a delta on. Only a shortcut: a miss stores
-    the list whole."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._lists: OrderedDict[tuple[str, str, str], _Known] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str, str]) -> _Known | None:
-        """The list known for ``key``, if any."""
-        with self._lock:
-            found = self._lists.get(key)
-            if found is not None:
-                self._lists.move_to_end(key)
-            return found
-
-    def set(self, key: tuple[str, str, str], known: _Known) -> None:
-        """Remember ``known`` for ``key``."""
-        with self._lock:
-            self._lists[key] = known
-            self._lists.move_to_end(key)
-            while len(self._lists) > self._size:
-                self._lists.popitem(last=False)
-
-    def forget_all(self) -> None:
-        """Forget every list."""
-        with self._lock:
-            self._lists.clear()
-
-    def forget(self, thread_ids: Sequence[str]) -> None:
-        """Forget every list of these threads (their rows changed)."""
-        doomed = set(thread_ids)
-        with self._lock:
-            for key in [key for key in self._lists if key[0] in doomed]:
-                del self._lists[key]
-
-
 # --------------------------------------------------------------------------- put
 
 
@@ -142,7 +79,7 @@ class _ListPlan:
     version: str
     messages: Sequence[BaseMessage]
     refs: list[int | None]  # None: resolved in the transaction
-    base: _Known | None  # a delta on this, if its row is still there
+    base: Known | None  # a delta on this, if its row is still there
 
 
 def _plan(
@@ -164,7 +101,7 @@ def _plan(
     return _ListPlan(channel, version, msgs, refs, None)
 
 
-def _extends(cached: _Known, messages: Sequence[BaseMessage]) -> bool:
+def _extends(cached: Known, messages: Sequence[BaseMessage]) -> bool:
     """Whether ``messages`` starts with the cached list (same messages, same content)."""
     if len(messages) < len(cached.messages):
         return False
@@ -216,7 +153,7 @@ def put(ctx: MemoryContext, known: KnownLists, new: NewCheckpoint) -> Op[None]:
         depth = 0 if plan.base is None else plan.base.depth + 1
         refs = tuple(ref for ref in plan.refs if ref is not None)
         key = (thread_id, new.checkpoint_ns, plan.channel)
-        known.set(key, _Known.of(plan.version, plan.messages, refs, depth))
+        known.set(key, Known.of(plan.version, plan.messages, refs, depth))
 
 
 def _store_values(
@@ -295,8 +232,7 @@ def read(
     result = []
     for item in loaded:
         messages = {
-            channel: [deserialize(texts[ref]) for ref in refs]
-            for channel, refs in item["lists"].items()
+            channel: [_parse(texts[ref]) for ref in refs] for channel, refs in item["lists"].items()
         }
         result.append(
             StoredCheckpoint(
@@ -317,13 +253,34 @@ def read(
     return result
 
 
+#: Message classes rebuilt from their stored JSON without validating it again: the
+#: JSON is a ``message_to_dict`` of a validated message, so its fields are as valid.
+_CONSTRUCTED: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
+
+
+def _parse(text: str) -> BaseMessage:
+    """A fresh message from its stored JSON: every checkpoint read hands out messages
+    of its own (building one is cheaper than copying a cached parse)."""
+    stored = json.loads(text)
+    kind = _CONSTRUCTED.get(stored.get("type"))
+    if kind is not None:
+        return kind.model_construct(**stored["data"])
+    message: BaseMessage = messages_from_dict([stored])[0]
+    return message
+
+
 def _remember(known: KnownLists, checkpoint: StoredCheckpoint, item: dict[str, Any]) -> None:
     """The newest checkpoint's lists are what the next put most likely extends."""
     for channel, refs in item["lists"].items():
         version = str(checkpoint.versions[channel])
         messages = checkpoint.messages[channel]
         key = (checkpoint.thread_id, checkpoint.checkpoint_ns, channel)
-        known.set(key, _Known.of(version, messages, refs, item["depths"][channel]))
+        known.set(key, Known.of(version, messages, refs, item["depths"][channel]))
 
 
 def _load(conn: Connection, row: Any) -> dict[str, Any]:

@@ -216,10 +216,10 @@ def entry_messages(conn: Connection, entry_ids: Iterable[int]) -> dict[int, str]
     """The stored message JSON of each entry of ``entry_ids``."""
     ids = sorted(set(entry_ids))
     found: dict[int, str] = {}
+    query = sa.select(E.id, E.message).where(E.id.in_(sa.bindparam("ids", expanding=True)))
     for start in range(0, len(ids), _IDS_PER_STATEMENT):
         chunk = ids[start : start + _IDS_PER_STATEMENT]
-        query = sa.select(E.id, E.message).where(E.id.in_(chunk))
-        found.update((int(pk), str(text)) for pk, text in conn.execute(query))
+        found.update((int(pk), str(text)) for pk, text in conn.execute(query, {"ids": chunk}))
     return found
 
 
