@@ -47,7 +47,6 @@ from .known_lists import Known, KnownLists
 from .write import Attached, append_attached, clear, prepare_messages
 
 __all__ = [
-    "EMPTY",
     "FULL_EVERY",
     "REFS",
     "copy_thread",
@@ -61,8 +60,6 @@ __all__ = [
 
 #: The type of a channel value that is a message list held as entry ids.
 REFS = "tiermem:refs"
-#: The type of a channel written empty (no value).
-EMPTY = "empty"
 #: A message list is stored whole at least every this many versions of a chain, so
 #: reading one reads at most this many rows.
 FULL_EVERY = 32
@@ -159,14 +156,15 @@ def put(ctx: MemoryContext, known: KnownLists, new: NewCheckpoint) -> Op[None]:
 def _store_values(
     conn: Connection, session_pk: int, new: NewCheckpoint, plans: list[_ListPlan]
 ) -> None:
-    """Insert the checkpoint's new values: each message list as a delta on its base
-    when that base is still stored (checked by the insert itself), else whole."""
+    """Insert the checkpoint's new values (a channel written empty has no row: a
+    missing value reads as none): each message list as a delta on its base when that
+    base is still stored (checked by the insert itself), else whole."""
     key: dict[str, Any] = {"session_pk": session_pk, "checkpoint_ns": new.checkpoint_ns}
     rows: list[dict[str, Any]] = []
     for (channel, version), value in new.values.items():
-        kind, data = (EMPTY, None) if value is None else value
-        row: dict[str, Any] = {"channel": channel, "version": version, "type": kind, "value": data}
-        rows.append({**key, **row, "root": None})
+        if value is not None:
+            row: dict[str, Any] = {"channel": channel, "version": version, "type": value[0]}
+            rows.append({**key, **row, "value": value[1], "root": None})
     for plan in plans:
         refs = [ref for ref in plan.refs if ref is not None]
         row = {**key, "channel": plan.channel, "version": plan.version, "type": REFS}
@@ -293,8 +291,6 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
     depths: dict[str, int] = {}
     chains: dict[str, tuple[str, str]] = {}  # channel -> (version, root)
     for channel, version, kind, value, root in sql.blob_rows(conn, session_pk, namespace, keys):
-        if kind == EMPTY:
-            continue
         if kind != REFS:
             values[channel] = (kind, bytes(value))
             continue
@@ -477,7 +473,7 @@ def _kept(conn: Connection, session_pk: int, namespace: str) -> list[tuple[str, 
             waiting = set(json.loads(delta_json or "[]"))
         keys = [(channel, str(versions[channel])) for channel in waiting if channel in versions]
         found = sql.blob_rows(conn, session_pk, namespace, keys)
-        waiting -= {str(channel) for channel, _, kind, _, _ in found if kind != EMPTY}
+        waiting -= {str(channel) for channel, *_ in found}
         if not waiting or parent_id is None:
             break
         row = sql.checkpoint_by_id(conn, session_pk, namespace, str(parent_id))

@@ -25,7 +25,7 @@ How a thread is kept (:mod:`tiermem.threads`):
   exactly, a tool result that answers no open call of the session, as after a fork
   that re-ran a tool) is serialized as any other value instead.
 * **Other values** are serialized by the saver's ``serde``, one row per (channel,
-  version), written only for ``new_versions``. Pending writes are keyed as LangGraph
+  version), written only for ``new_versions`` (none for a channel left empty). Pending writes are keyed as LangGraph
   keys them (thread, namespace, checkpoint id, task id, index, with
   ``WRITES_IDX_MAP`` for the special channels) and returned in ``writes_sort_key``
   order. ``get_next_version`` adds 32 random bits to the counter, so versions stay
