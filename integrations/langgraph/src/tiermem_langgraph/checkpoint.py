@@ -25,11 +25,11 @@ How a thread is kept (:mod:`tiermem.threads`):
   exactly, a tool result that answers no open call of the session, as after a fork
   that re-ran a tool) is serialized as any other value instead.
 * **Other values** are serialized by the saver's ``serde``, one row per (channel,
-  version), written only for ``new_versions`` (none for a channel left empty). Pending writes are keyed as LangGraph
-  keys them (thread, namespace, checkpoint id, task id, index, with
-  ``WRITES_IDX_MAP`` for the special channels) and returned in ``writes_sort_key``
-  order. ``get_next_version`` adds 32 random bits to the counter, so versions stay
-  unique across forks.
+  version), written only for ``new_versions`` (none for a channel left empty).
+  Pending writes are keyed as LangGraph keys them (thread, namespace, checkpoint id,
+  task id, index, with ``WRITES_IDX_MAP`` for the special channels) and returned in
+  ``writes_sort_key`` order. ``get_next_version`` adds 32 random bits to the
+  counter, so versions stay unique across forks.
 * **Encryption.** With a ``serde`` other than LangGraph's default
   ``JsonPlusSerializer`` (an ``EncryptedSerializer``), no message is stored in clear:
   message lists are serialized (encrypted) by it as any value, no entry is appended,
