@@ -26,6 +26,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("mcp-startup", "mcp_startup.py", []),
     ("recall", "recall_bench.py", ["--dense"]),
     ("chat-load", "chat_load.py", []),
+    ("checkpointer", "checkpointer_bench.py", []),
 ]
 QUICK_ARGS: dict[str, list[str]] = {
     "side-by-side": ["--quick"],
@@ -36,6 +37,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "mcp-startup": ["--runs", "3"],
     "recall": ["--limit-questions", "100"],
     "chat-load": ["--conversations", "50", "--turns", "14"],
+    "checkpointer": ["--turns", "100", "--marks", "25,50"],
 }
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -55,6 +56,7 @@ from .expectation import Expected
 from .read import MessageWindow, message_window, render_window
 
 __all__ = [
+    "Attached",
     "Expected",
     "add_context",
     "add_message",
@@ -63,8 +65,25 @@ __all__ = [
     "add_tool_call",
     "add_tool_result",
     "add_turn",
+    "append_attached",
     "clear",
+    "prepare_messages",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Attached:
+    """Work done in an append's own transaction (see :func:`append_attached`).
+
+    Attributes:
+        choose: picks, from the prepared entries, those to append (it may read what
+            the session holds); runs first.
+        after: runs once they are stored, with the session's pk and the stored
+            entries (in the order ``choose`` returned them).
+    """
+
+    choose: Callable[[Connection, list[store.NewEntry]], list[store.NewEntry]]
+    after: Callable[[Connection, int, list[MemoryEntry]], None]
 
 
 def _prepare(
@@ -143,6 +162,26 @@ def _prepare_all(
     return (yield from compute(work))
 
 
+#: Validate, serialize and count messages before a transaction (for extensions that
+#: append with :func:`append_attached`).
+prepare_messages = _prepare_all
+
+
+def append_attached(
+    ctx: MemoryContext,
+    session_id: str,
+    prepared: Sequence[store.NewEntry],
+    attached: Attached,
+) -> Op[list[MemoryEntry]]:
+    """Append what ``attached.choose`` keeps of ``prepared`` and run
+    ``attached.after``, all in one transaction (as any append: counted, indexed,
+    announced in the change feed, compressed when due); the entries stored."""
+    entries, _ = yield from _store(
+        ctx, session_id, prepared, skip_existing=False, with_window=False, attached=attached
+    )
+    return entries
+
+
 def _append(
     ctx: MemoryContext, session_id: str, prepared: Sequence[store.NewEntry]
 ) -> Op[MemoryEntry]:
@@ -173,6 +212,7 @@ def _store(
     skip_existing: bool,
     with_window: bool,
     expected: Expected = _NOTHING_EXPECTED,
+    attached: Attached | None = None,
 ) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
     """Append in one transaction; with ``with_window`` also read what
     ``get_messages`` shows: in the same transaction when no compression
@@ -208,7 +248,7 @@ def _store(
     ) -> tuple[
         list[MemoryEntry], SessionRecord, MessageWindow | None, Planned | None, list[Pending]
     ]:
-        todo = list(prepared)
+        todo = list(prepared) if attached is None else attached.choose(conn, list(prepared))
         reserved = _reserve(conn, todo) if todo else None
         if reserved is not None and (skip_existing or expected.active):
             # Checked under the session's lock, which the reservation took: a retry
@@ -235,6 +275,8 @@ def _store(
                 session, woken = store.activate(conn, reserved)
             pending = feed.woken(ctx, session_id, woken)
             feed.record(ctx, conn, pending)
+            if attached is not None:
+                attached.after(conn, session.pk, [])
             return [], session, window(conn, session), None, pending
         reserved, woken = store.activate(conn, reserved)
         pending = feed.woken(ctx, session_id, woken)
@@ -244,6 +286,8 @@ def _store(
         )
         if any(entry.pinned for entry in todo):
             _check_pinned(ctx, store.pinned_tokens(conn, reserved.pk))
+        if attached is not None:
+            attached.after(conn, reserved.pk, entries)
         planned = None
         if compression_due(ctx, counters, now):
             # The row is locked already: plan the compression (pick the entries,

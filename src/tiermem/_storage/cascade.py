@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from .checkpoint_schema import blob_table, checkpoint_table, write_table
 from .schema import entry_table, session_table, summary_table
 from .statements import ids_type, ids_value, in_ids
 from .vector_schema import entry_vector_table
@@ -26,6 +27,10 @@ __all__ = ["SESSION_CHILDREN", "count_session_rows", "delete_sessions", "in_valu
 #: Entry vectors are deleted before the entries their foreign key cascades from,
 #: so that their count is known.
 SESSION_CHILDREN: tuple[tuple[sa.Table, sa.Column[Any]], ...] = (
+    # A thread's checkpoints (TieredSaver) belong to its session.
+    (write_table, write_table.c.session_pk),
+    (blob_table, blob_table.c.session_pk),
+    (checkpoint_table, checkpoint_table.c.session_pk),
     (entry_vector_table, entry_vector_table.c.session_pk),
     (entry_table, entry_table.c.session_pk),
     (summary_table, summary_table.c.session_pk),

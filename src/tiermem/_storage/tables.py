@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from . import fts
+from .checkpoint_schema import blob_table, checkpoint_table, write_table
 from .document_schema import DOCUMENT_INDEX, document_table
 from .event_schema import NOTIFY_TRIGGER, consumer_table, event_table, install_notify
 from .layer_schema import ITEM_INDEX, item_table, scope_table
@@ -61,6 +62,9 @@ TABLES: tuple[sa.Table, ...] = (
     item_vector_table,
     event_table,
     consumer_table,
+    checkpoint_table,
+    blob_table,
+    write_table,
 )
 
 #: Every full-text index, created once the tables exist.
