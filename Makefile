@@ -10,7 +10,7 @@ DEMO_DB ?= tiermem-demo.db
 EXAMPLES := $(filter-out examples/chat_service.py,$(wildcard examples/*.py))
 EXAMPLES_DIR ?= .examples
 
-.PHONY: demo examples test test-fast test-slow lint types bench install install-tests clean
+.PHONY: demo examples dist dist-check test test-fast test-slow lint types bench install install-tests clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,15 @@ examples: install
 	$(PIP) install -q --group examples
 	cd $(EXAMPLES_DIR) && $(abspath $(BIN))/python $(CURDIR)/examples/chat_service.py demo \
 		--url sqlite:///chat_service.db
+
+## dist: wheels of tiermem and of each integration in dist/ (pip install --find-links dist ...)
+dist: $(BIN)/python
+	rm -rf dist
+	$(PIP) wheel -q --no-deps -w dist . $(dir $(INTEGRATIONS))
+
+## dist-check: install the wheels in a clean environment and run every README's quick start
+dist-check: dist
+	$(BIN)/python tests/packaging/check_dist.py
 
 lint: install-tests
 	$(BIN)/ruff check src tests examples benchmarks integrations

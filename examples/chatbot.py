@@ -1,6 +1,7 @@
 """A console chatbot whose history lives in tiermem, through RunnableWithMessageHistory.
 
-Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``).
+Needs only tiermem (``make demo`` installs it, as does ``make dist`` then
+``pip install --find-links dist 'tiermem[offline]'``).
 Run ``python examples/chatbot.py``. With ``TIERMEM_CHAT_MODEL`` set (for example
 ``openai:gpt-4o-mini``; then also ``pip install langchain`` and that provider's package,
 and set its key) the bot and the summarizer use that model; otherwise a scripted bot

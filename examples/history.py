@@ -1,6 +1,7 @@
 """tiermem as the chat history of LangChain's ``RunnableWithMessageHistory``.
 
-Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``, and
+Needs only tiermem (``make demo`` installs it, as does ``make dist`` then
+``pip install --find-links dist 'tiermem[offline]'``, and
 the ``postgres`` extra for a PostgreSQL URL).
 
 ``mem.history`` is the ``get_session_history`` callable: each session id gets a

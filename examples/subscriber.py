@@ -1,6 +1,7 @@
 """Signal subscribers: a JSON-lines audit log and live counters.
 
-Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``).
+Needs only tiermem (``make demo`` installs it, as does ``make dist`` then
+``pip install --find-links dist 'tiermem[offline]'``).
 Run ``python examples/subscriber.py``. Receivers are connected with ``mem.on`` (held
 strongly, so lambdas and closures work) to ``entry:added``, ``compressed``,
 ``compression_failed`` and ``session:cleared``. A summarizer that fails on its first
