@@ -276,7 +276,9 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         except _RECOVERABLE as exc:
             # The context tiermem renders still fits max_tokens: it leaves out the
             # oldest messages (stored, compressed later) instead of summarizing them.
-            logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
+            logger.log(
+                exc.log_level, "tiermem compression failed; the turn goes on within budget: %s", exc
+            )
         return self._replacement(messages, self.memory.get_messages(session_id))
 
     async def abefore_model(
@@ -300,7 +302,9 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             await self.memory.acompress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
-            logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
+            logger.log(
+                exc.log_level, "tiermem compression failed; the turn goes on within budget: %s", exc
+            )
         return self._replacement(messages, await self.memory.aget_messages(session_id))
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
