@@ -174,11 +174,11 @@ class ConversationMemory:
         ``follow``, ``ack`` and their async twins (:mod:`tiermem.feed`)."""
         return self._feed
 
-    def history(self, session_id: str) -> TieredChatMessageHistory:
-        """A LangChain ``BaseChatMessageHistory`` over one session."""
+    def history(self, session_id: str, **options: Any) -> TieredChatMessageHistory:
+        """A LangChain ``BaseChatMessageHistory`` over one session (``summary_role=``)."""
         from .history import TieredChatMessageHistory  # deprecated base class: load lazily
 
-        return TieredChatMessageHistory(self, validate_session_id(session_id))
+        return TieredChatMessageHistory(self, validate_session_id(session_id), **options)
 
     def layers(
         self, scope: str = "default", *, max_working_entries: int | None = None
