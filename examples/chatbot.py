@@ -119,8 +119,11 @@ def main(url: str | None = None) -> None:
     """
     model, summarizer = _model()
     config = MemoryConfig(max_tokens=250, recent_window=6, min_entries_to_compress=4)
+    interactive = sys.stdin.isatty()
     with ConversationMemory(url=url or DEFAULT_URL, config=config, summarizer=summarizer) as mem:
-        chat(mem, model, _lines(sys.stdin.isatty()))
+        if not interactive:  # the script starts afresh; a person on a terminal continues
+            mem.clear_session(SESSION)
+        chat(mem, model, _lines(interactive))
         stats = mem.get_stats(SESSION)
         print(
             f"memory: {stats.total_entries} entries, {stats.compressed_entries} compressed "

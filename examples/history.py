@@ -77,6 +77,7 @@ def main(url: str | None = None) -> None:
         config=MemoryConfig(max_tokens=250, recent_window=4, min_entries_to_compress=2),
     )
     try:
+        memory.clear_session("grace")  # start afresh: the file keeps an earlier run's turns
         chain = build_chain(memory)
         config = {"configurable": {"session_id": "grace"}}
         for question in QUESTIONS:

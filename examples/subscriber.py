@@ -104,6 +104,7 @@ def main(url: str | None = None) -> None:
     """
     url = url or DEFAULT_URL
     log, counts = audit_path(url), Counter[str]()
+    log.unlink(missing_ok=True)  # this run's log only: the same output on every run
     config = MemoryConfig(auto_compress=False, recent_window=2, min_entries_to_compress=2)
     with ConversationMemory(url=url, config=config, summarizer=FlakySummarizer()) as mem:
         disconnects = subscribe(mem, log, counts)
