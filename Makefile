@@ -10,7 +10,7 @@ DEMO_DB ?= tiermem-demo.db
 EXAMPLES := $(filter-out examples/chat_service.py,$(wildcard examples/*.py))
 EXAMPLES_DIR ?= .examples
 
-.PHONY: demo examples test test-fast test-slow lint types bench install install-tests clean
+.PHONY: demo examples dist dist-check docs docs-serve test test-fast test-slow lint types bench install install-tests clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,27 @@ examples: install
 	cd $(EXAMPLES_DIR) && $(abspath $(BIN))/python $(CURDIR)/examples/chat_service.py demo \
 		--url sqlite:///chat_service.db
 
+## dist: wheels of tiermem and of each integration in dist/ (pip install --find-links dist ...)
+dist: $(BIN)/python
+	rm -rf dist
+	$(PIP) wheel -q --no-deps -w dist . $(dir $(INTEGRATIONS))
+
+## dist-check: install the wheels in a clean environment and run every README's quick start
+dist-check: dist
+	$(BIN)/python tests/packaging/check_dist.py
+
+$(VENV)/.installed-docs: $(BIN)/python pyproject.toml
+	$(PIP) install -q --group docs
+	touch $@
+
+## docs: build the documentation site into site/; a warning or a broken reference fails it
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+## docs-serve: serve the documentation at http://127.0.0.1:8000, rebuilt on every change
+docs-serve: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 lint: install-tests
 	$(BIN)/ruff check src tests examples benchmarks integrations
 	$(BIN)/ruff format --check src tests examples benchmarks integrations
@@ -70,4 +91,4 @@ bench: install-tests
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(DEMO_DB)* $(EXAMPLES_DIR)
+	rm -rf $(VENV) site dist .pytest_cache .mypy_cache .ruff_cache $(DEMO_DB)* $(EXAMPLES_DIR)

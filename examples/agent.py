@@ -83,6 +83,7 @@ def main(url: str | None = None) -> None:
     with ConversationMemory(
         url=url or DEFAULT_URL, config=config, summarizer=model if real else None
     ) as mem:
+        mem.clear_session(THREAD)  # start afresh: agent.db keeps what an earlier run stored
         mem.on("compressed", lambda _, **kw: print(f"  [tiermem] {kw['result'].summary.content}"))
         agent = create_agent(
             model,

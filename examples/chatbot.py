@@ -1,6 +1,7 @@
 """A console chatbot whose history lives in tiermem, through RunnableWithMessageHistory.
 
-Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``).
+Needs only tiermem (``make demo`` installs it, as does ``make dist`` then
+``pip install --find-links dist 'tiermem[offline]'``).
 Run ``python examples/chatbot.py``. With ``TIERMEM_CHAT_MODEL`` set (for example
 ``openai:gpt-4o-mini``; then also ``pip install langchain`` and that provider's package,
 and set its key) the bot and the summarizer use that model; otherwise a scripted bot
@@ -118,8 +119,11 @@ def main(url: str | None = None) -> None:
     """
     model, summarizer = _model()
     config = MemoryConfig(max_tokens=250, recent_window=6, min_entries_to_compress=4)
+    interactive = sys.stdin.isatty()
     with ConversationMemory(url=url or DEFAULT_URL, config=config, summarizer=summarizer) as mem:
-        chat(mem, model, _lines(sys.stdin.isatty()))
+        if not interactive:  # the script starts afresh; a person on a terminal continues
+            mem.clear_session(SESSION)
+        chat(mem, model, _lines(interactive))
         stats = mem.get_stats(SESSION)
         print(
             f"memory: {stats.total_entries} entries, {stats.compressed_entries} compressed "

@@ -1,6 +1,7 @@
 """tiermem as the chat history of LangChain's ``RunnableWithMessageHistory``.
 
-Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``, and
+Needs only tiermem (``make demo`` installs it, as does ``make dist`` then
+``pip install --find-links dist 'tiermem[offline]'``, and
 the ``postgres`` extra for a PostgreSQL URL).
 
 ``mem.history`` is the ``get_session_history`` callable: each session id gets a
@@ -76,6 +77,7 @@ def main(url: str | None = None) -> None:
         config=MemoryConfig(max_tokens=250, recent_window=4, min_entries_to_compress=2),
     )
     try:
+        memory.clear_session("grace")  # start afresh: the file keeps an earlier run's turns
         chain = build_chain(memory)
         config = {"configurable": {"session_id": "grace"}}
         for question in QUESTIONS:

@@ -39,6 +39,13 @@ SCRIPT = [
 ]
 
 
+def forget(store: TieredStore, prefix: tuple[str, ...]) -> None:
+    """Delete the items under ``prefix``: each run starts afresh (the file keeps an
+    earlier run's)."""
+    for item in store.search(prefix, limit=1000):
+        store.delete(item.namespace, item.key)
+
+
 def main(url: str | None = None) -> None:
     """Run two turns on ``url`` (default: ``langgraph-langmem.db`` here).
 
@@ -51,13 +58,14 @@ def main(url: str | None = None) -> None:
     ]
     config: Any = {"configurable": {"langgraph_user_id": "ada"}}
     with TieredStore.from_url(url or DEFAULT_URL) as store:
+        forget(store, ("memories", "ada"))
         agent = create_agent(ToolCallingFakeModel(messages=iter(SCRIPT)), tools, store=store)
         for question in ("My dog is called Pixel.", "What is my dog's name?"):
             print(f"user> {question}")
             result = agent.invoke({"messages": [HumanMessage(question)]}, config)
             print(f"agent> {result['messages'][-1].content}")
         for item in store.search(("memories", "ada")):
-            print(f"  memory {item.key}: {item.value['content']}")
+            print(f"  memory: {item.value['content']}")  # its key is a new UUID every run
 
 
 if __name__ == "__main__":

@@ -51,6 +51,13 @@ SCRIPT = [
 ]
 
 
+def forget(store: TieredStore, prefix: tuple[str, ...]) -> None:
+    """Delete the items under ``prefix``: each run starts afresh (the file keeps an
+    earlier run's)."""
+    for item in store.search(prefix, limit=1000):
+        store.delete(item.namespace, item.key)
+
+
 def main(url: str | None = None) -> None:
     """Run two turns of the agent on ``url`` (default: ``langgraph-store.db`` here).
 
@@ -58,6 +65,7 @@ def main(url: str | None = None) -> None:
         url: A SQLAlchemy URL for the store.
     """
     with TieredStore.from_url(url or DEFAULT_URL) as store:
+        forget(store, ("preferences", USER))
         agent = create_agent(
             ToolCallingFakeModel(messages=iter(SCRIPT)),
             [save_preference, find_preferences],

@@ -45,6 +45,8 @@ def main(url: str | None = None) -> None:
     builder.add_edge(START, "count_visit")
     builder.add_edge("count_visit", END)
     with TieredStore.from_url(url or DEFAULT_URL) as store:
+        for item in store.search(("visits",), limit=1000):  # start afresh on every run
+            store.delete(item.namespace, item.key)
         graph = builder.compile(store=store)
         for user in ("ada", "bob", "ada"):
             visits = graph.invoke({"user": user, "visits": 0})["visits"]

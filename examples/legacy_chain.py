@@ -3,10 +3,11 @@
 Needs tiermem and ``tiermem-classic`` (which brings ``langchain-classic``), not on a
 package index: ``make demo`` installs both, or from the repository's root
 ``pip install -e '.[offline]' -e integrations/langchain-classic``.
-Run ``python examples/legacy_chain.py`` twice: the second run continues the first
-conversation from the database. With ``TIERMEM_CHAT_MODEL`` set (then also ``pip install
-langchain`` and the provider's package) the chain and the summarizer use that model;
-otherwise a scripted LLM answers and tiermem writes its heuristic summary.
+Run ``python examples/legacy_chain.py``: it starts the conversation afresh, and a second
+``TieredConversationMemory`` on the same session then reads it back from the database.
+With ``TIERMEM_CHAT_MODEL`` set (then also ``pip install langchain`` and the provider's
+package) the chain and the summarizer use that model; otherwise a scripted LLM answers
+and tiermem writes its heuristic summary.
 """
 
 from __future__ import annotations
@@ -56,12 +57,14 @@ def main(url: str | None = None) -> None:
     config = MemoryConfig(max_tokens=150, recent_window=4, min_entries_to_compress=4)
     with ConversationMemory(url=url or DEFAULT_URL, config=config, summarizer=summarizer) as mem:
         memory = TieredConversationMemory(memory=mem, session_id=SESSION)
+        memory.clear()  # start afresh: the file keeps what an earlier run stored
         chain = ConversationChain(llm=llm, memory=memory)
         for turn in TURNS:
             print(f"Human: {turn}")
             print(f"AI: {chain.invoke({'input': turn})['response']}")
-        print("\nWhat the next prompt will contain:")
-        print(memory.load_memory_variables({})["history"])
+        print("\nWhat the next prompt will contain (read by another instance):")
+        reader = TieredConversationMemory(memory=mem, session_id=SESSION)
+        print(reader.load_memory_variables({})["history"])
         stats = mem.get_stats(SESSION)
         print(
             f"\n{stats.total_entries} entries stored, {stats.compressed_entries} summarized; "

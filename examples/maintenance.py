@@ -1,6 +1,7 @@
 """Scheduled maintenance of access tiers: recalculate, prune, report.
 
-Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``, and
+Needs only tiermem (``make demo`` installs it, as does ``make dist`` then
+``pip install --find-links dist 'tiermem[offline]'``, and
 the ``postgres`` extra for a PostgreSQL URL).
 
 Run ``python examples/maintenance.py [URL]`` (default: a throw-away SQLite file).

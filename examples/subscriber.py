@@ -1,6 +1,7 @@
 """Signal subscribers: a JSON-lines audit log and live counters.
 
-Needs only tiermem (``make demo`` installs it; or ``pip install 'tiermem[offline]'``).
+Needs only tiermem (``make demo`` installs it, as does ``make dist`` then
+``pip install --find-links dist 'tiermem[offline]'``).
 Run ``python examples/subscriber.py``. Receivers are connected with ``mem.on`` (held
 strongly, so lambdas and closures work) to ``entry:added``, ``compressed``,
 ``compression_failed`` and ``session:cleared``. A summarizer that fails on its first
@@ -103,6 +104,7 @@ def main(url: str | None = None) -> None:
     """
     url = url or DEFAULT_URL
     log, counts = audit_path(url), Counter[str]()
+    log.unlink(missing_ok=True)  # this run's log only: the same output on every run
     config = MemoryConfig(auto_compress=False, recent_window=2, min_entries_to_compress=2)
     with ConversationMemory(url=url, config=config, summarizer=FlakySummarizer()) as mem:
         disconnects = subscribe(mem, log, counts)

@@ -63,6 +63,7 @@ from .cli_mcp import mcp_command
 from .doctor import find_violations
 from .errors import ImportValidationError, InvalidArgument, TiermemError
 from .memory import ConversationMemory
+from .retention import preview_expired, prune_rule
 from .tiers import calculate_tier
 from .types import SessionStats, TierStats
 
@@ -423,25 +424,27 @@ def prune(
         typer.Option(min=0, help="Delete at most this many sessions, layer items and documents."),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
+        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
     ] = False,
     batch_size: Annotated[
         int, typer.Option(min=1, help="Sessions, layer items or documents per transaction.")
     ] = DEFAULT_PRUNE_BATCH,
     quiet: QuietOption = False,
 ) -> None:
-    """Delete expired sessions with their entries and summaries, then expired layer
-    items, oldest first, then stored documents whose time to live has passed."""
+    """Delete expired sessions with their entries and summaries, then expired episodes
+    (learned facts and rules are kept), oldest first, then stored documents whose time
+    to live has passed; --dry-run lists what would go."""
     with open_memory(url, project) as memory, _progress("pruning", quiet) as progress:
+        preview = preview_expired(memory) if dry_run and not quiet else None
         count = memory.prune_expired(
             limit=limit, dry_run=dry_run, batch_size=batch_size, progress=progress
         )
+        rule = prune_rule(memory.config)
     if not quiet:
         verb = "would delete" if dry_run else "deleted"
-        console.print(
-            f"{verb} {count} expired sessions, layer items and documents of project {project!r}",
-            markup=False,
-        )
+        what = f"{count} expired sessions, layer items and documents of project {project!r}"
+        lines = [f"{verb} {what}", *(preview.lines() if preview is not None else [])]
+        console.print("\n".join([*lines, rule]), markup=False, soft_wrap=True)
 
 
 # ------------------------------------------------------------------ evaluation

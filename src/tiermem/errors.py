@@ -23,6 +23,7 @@ wrapped and kept as ``__cause__``::
         x SummarizerFailed
         x SummarizerTimeout
         x SummarizerOutputInvalid
+          x SummaryNotShorter
       x CompressionInProgress
       x CompressionConflict
       x EmbeddingFailed
@@ -34,8 +35,9 @@ wrapped and kept as ``__cause__``::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # errors are imported by everything: no import of the models at run time
     from .types import MemoryEntry
@@ -66,6 +68,7 @@ __all__ = [
     "SummarizerFailed",
     "SummarizerOutputInvalid",
     "SummarizerTimeout",
+    "SummaryNotShorter",
     "TiermemError",
     "TokenizerUnavailable",
 ]
@@ -73,6 +76,11 @@ __all__ = [
 
 class TiermemError(Exception):
     """Base class of every error tiermem raises."""
+
+    #: How loudly tiermem logs this error where it carries on after it (an automatic
+    #: compression after a committed append, a merge, the agent middleware's turn): a
+    #: warning, unless the error is a normal event of a busy memory.
+    log_level: ClassVar[int] = logging.WARNING
 
 
 class InvalidArgument(TiermemError, ValueError):
@@ -182,12 +190,25 @@ class SummarizerOutputInvalid(SummarizationError):
     empty, an error text, a tool call, or not shorter than its input."""
 
 
+class SummaryNotShorter(SummarizerOutputInvalid):
+    """The summary was not shorter than what it would replace (often a short input):
+    the entries stay as they are. Logged at INFO: nothing is wrong."""
+
+    log_level = logging.INFO
+
+
 class CompressionInProgress(TiermemError):
-    """Another worker holds the compression claim of this session."""
+    """Another worker holds the compression claim of this session (it is doing the
+    work: logged at DEBUG)."""
+
+    log_level = logging.DEBUG
 
 
 class CompressionConflict(TiermemError):
-    """The entries changed while the summarizer ran; nothing was written."""
+    """The entries changed while the summarizer ran; nothing was written (a later
+    compression takes them: logged at DEBUG)."""
+
+    log_level = logging.DEBUG
 
 
 class EmbeddingFailed(TiermemError):

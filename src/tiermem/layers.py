@@ -15,8 +15,10 @@ async twin run the same operation of :mod:`tiermem._ops.layers` or
 outside any transaction) with :func:`~tiermem._core.runner.run` or
 :func:`~tiermem._core.runner.arun`.
 
-Stored items have access tiers with the rules of sessions: an item last
-accessed strictly longer than ``expired_after`` ago is expired; searches,
+Stored items have access tiers with the rules of sessions: an item of a layer
+that expires (``TierPolicy.expiring_layers``: the episodic layer by default; learned
+facts and rules persist, ARCHIVED at most) last accessed strictly longer than
+``expired_after`` ago is expired; searches,
 ``recent``, ``recall`` and ``compact`` never return it, and
 ``ConversationMemory.recalculate_tiers`` / ``prune_expired`` refresh the
 tiers of the project's items and delete the expired ones together with its

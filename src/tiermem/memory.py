@@ -66,15 +66,15 @@ class ConversationMemory:
         engine: an existing SQLAlchemy engine instead of ``url``.
         project: namespace of the sessions (and of tier statistics).
         config: budgets and compression settings.
-        summarizer: a chat model, Runnable or callable used to compress; without
-            one a heuristic summary (quotes of the entries) is used.
+        summarizer: a chat model, Runnable, callable or ``"provider:model"`` name
+            (``init_chat_model``); without one, a heuristic summary (entry quotes).
         model: a model name whose tiktoken encoding counts tokens.
         encoding: a tiktoken encoding name (default ``cl100k_base``); a name
             tiktoken does not register raises ``InvalidArgument``.
         clock: returns an aware datetime within the years 1000-8999 (tests inject one).
         lock_timeout: seconds a writer waits for a lock before ``StorageBusy``.
-        embeddings: any LangChain ``Embeddings`` (needs the ``embeddings`` extra):
-            entries and layer items are embedded in the background after each
+        embeddings: LangChain ``Embeddings`` or a ``"provider:model"`` name for
+            ``init_embeddings`` (the ``embeddings`` extra): embedded after each
             write, and searches (the layers' too) fuse similarity with BM25.
         dense_weight: the similarity ranking's weight in that fusion (BM25's is 1).
 
@@ -90,12 +90,12 @@ class ConversationMemory:
         engine: Engine | None = None,
         project: str = "default",
         config: MemoryConfig | None = None,
-        summarizer: SummarizerLike | None = None,
+        summarizer: SummarizerLike | str | None = None,
         model: str | None = None,
         encoding: str | None = None,
         clock: Callable[[], datetime] | None = None,
         lock_timeout: float = 30.0,
-        embeddings: Embeddings | None = None,
+        embeddings: Embeddings | str | None = None,
         dense_weight: float = 1.0,
     ) -> None:
         project = validate_session_id(project, "project")
@@ -156,7 +156,7 @@ class ConversationMemory:
         """The engine with tiermem's transaction discipline (for extensions)."""
         return self._context.database
 
-    def set_summarizer(self, summarizer: SummarizerLike | None) -> None:
+    def set_summarizer(self, summarizer: SummarizerLike | str | None) -> None:
         """Compress with ``summarizer`` from now on (``None``: the heuristic)."""
         self._context.summarizer = make_summarizer(summarizer)
 
@@ -176,11 +176,11 @@ class ConversationMemory:
         ``follow``, ``ack`` and their async twins (:mod:`tiermem.feed`)."""
         return self._feed
 
-    def history(self, session_id: str) -> TieredChatMessageHistory:
-        """A LangChain ``BaseChatMessageHistory`` over one session."""
+    def history(self, session_id: str, **options: Any) -> TieredChatMessageHistory:
+        """A LangChain ``BaseChatMessageHistory`` over one session (``summary_role=``)."""
         from .history import TieredChatMessageHistory  # deprecated base class: load lazily
 
-        return TieredChatMessageHistory(self, validate_session_id(session_id))
+        return TieredChatMessageHistory(self, validate_session_id(session_id), **options)
 
     def layers(
         self, scope: str = "default", *, max_working_entries: int | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Self
@@ -14,7 +14,9 @@ from .errors import InvalidArgument
 
 __all__ = [
     "ACTIVE_BOOST",
+    "DEFAULT_EXPIRING_LAYERS",
     "EXPIRED_BOOST",
+    "STORED_LAYERS",
     "MAX_TIER_AGE",
     "RECENT_BOOST",
     "MemoryTier",
@@ -43,6 +45,12 @@ class MemoryTier(enum.StrEnum):
 #: The longest tier threshold (100 years of 365 days): cutoffs are the clock's time
 #: minus a threshold, which must stay a datetime.
 MAX_TIER_AGE = timedelta(days=100 * 365)
+
+#: The memory layers whose items are stored (working memory stays in the process).
+STORED_LAYERS = frozenset({"episodic", "semantic", "procedural"})
+#: The layers whose items expire after ``expired_after`` without access by default:
+#: episodes, like conversations. Learned facts (semantic) and rules (procedural) persist.
+DEFAULT_EXPIRING_LAYERS = frozenset({"episodic"})
 
 
 def _check_field_names(cls: type[Any], names: Iterable[str]) -> None:
@@ -75,11 +83,19 @@ class _KeywordChecked:
 class TierPolicy(_KeywordChecked):
     """Age thresholds of the tiers; an age equal to a threshold falls in the older tier,
     except ``expired_after``: only strictly older items are EXPIRED. Each threshold is
-    a ``timedelta`` of at most ``MAX_TIER_AGE`` (100 years)."""
+    a ``timedelta`` of at most ``MAX_TIER_AGE`` (100 years).
+
+    ``expiring_layers`` names the memory layers whose stored items expire after
+    ``expired_after`` without access, as sessions do (and are then deleted by
+    ``prune_expired``): by default the episodic layer only. Learned facts (semantic)
+    and rules (procedural) persist across conversations, ARCHIVED at most, unless
+    their layer is listed here: ``TierPolicy(expiring_layers={"episodic", "semantic"})``.
+    """
 
     active_within: timedelta = timedelta(hours=1)
     recent_within: timedelta = timedelta(hours=24)
     expired_after: timedelta = timedelta(days=30)
+    expiring_layers: Collection[str] = DEFAULT_EXPIRING_LAYERS  # kept as a frozenset
 
     def __post_init__(self) -> None:
         thresholds = (self.active_within, self.recent_within, self.expired_after)
@@ -94,6 +110,26 @@ class TierPolicy(_KeywordChecked):
                 f"TierPolicy thresholds must be at most {MAX_TIER_AGE.days} days, "
                 f"got expired_after={self.expired_after!r}"
             )
+        layers = self.expiring_layers
+        if isinstance(layers, str) or not isinstance(layers, Iterable):
+            raise InvalidArgument(
+                f"expiring_layers must be a collection of layer names, got {layers!r}"
+            )
+        values = list(layers)
+        names = frozenset(str(layer) for layer in values)
+        if not all(isinstance(layer, str) for layer in values) or not names <= STORED_LAYERS:
+            raise InvalidArgument(
+                f"expiring_layers must name stored layers ({', '.join(sorted(STORED_LAYERS))}),"
+                f" got {values!r}"
+            )
+        object.__setattr__(self, "expiring_layers", names)  # a frozenset of plain names
+
+    def for_layer(self, layer: str) -> TierPolicy:
+        """The policy of ``layer``'s items: this one if the layer expires, else one whose
+        ``expired_after`` is ``MAX_TIER_AGE``, so its items are never expired by age."""
+        if layer in self.expiring_layers:
+            return self
+        return dataclasses.replace(self, expired_after=MAX_TIER_AGE)
 
 
 DEFAULT_POLICY = TierPolicy()

@@ -316,10 +316,10 @@ class TierStats:
             same for the project's episodic, semantic and procedural items (every
             scope; working memory is not stored). Expired items are counted until
             ``prune_expired`` deletes them, though no read returns them.
-        documents / active_documents / recent_documents / archived_documents /
-            expired_documents: the same for the project's stored JSON documents
-            (``tiermem-langgraph``); a document is expired only once its time to
-            live has passed, never by age.
+        documents: the same for the project's stored JSON documents
+            (``tiermem-langgraph``), with ``active_documents``, ``recent_documents``,
+            ``archived_documents`` and ``expired_documents``; a document is expired
+            only once its time to live has passed, never by age.
     """
 
     total: int

@@ -66,13 +66,13 @@ def test_scripted_mode_needs_no_langchain_package(
     assert "memory: 18 entries" in capsys.readouterr().out
 
 
-def test_a_second_run_continues_the_session(chatbot: ModuleType, tmp_path: Path) -> None:
-    """Running again on the same database appends to the same conversation."""
+def test_a_second_scripted_run_starts_afresh(chatbot: ModuleType, tmp_path: Path) -> None:
+    """Played again on the same database, the script starts its conversation afresh."""
     url = f"sqlite:///{tmp_path}/x.db"
     chatbot.main(url=url)
     chatbot.main(url=url)
     with ConversationMemory(url=url) as mem:
-        assert mem.get_stats(chatbot.SESSION).total_entries == 4 * len(chatbot.SCRIPT)
+        assert mem.get_stats(chatbot.SESSION).total_entries == 2 * len(chatbot.SCRIPT)
 
 
 def test_configured_model_is_used(

@@ -63,10 +63,10 @@ def test_scripted_mode_needs_no_langchain_package(
         assert mem.get_stats(legacy.SESSION).total_entries == 2 * len(legacy.TURNS)
 
 
-def test_second_run_continues_from_the_database(legacy: ModuleType, tmp_path: Path) -> None:
-    """A second run loads the first run's summary and turns, then appends its own."""
+def test_a_second_run_starts_afresh(legacy: ModuleType, tmp_path: Path) -> None:
+    """A second run clears the session first: it holds one run's turns."""
     url = f"sqlite:///{tmp_path}/x.db"
     legacy.main(url=url)
     legacy.main(url=url)
     with ConversationMemory(url=url) as mem:
-        assert mem.get_stats(legacy.SESSION).total_entries == 4 * len(legacy.TURNS)
+        assert mem.get_stats(legacy.SESSION).total_entries == 2 * len(legacy.TURNS)

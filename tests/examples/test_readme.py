@@ -52,3 +52,10 @@ def test_quick_start_gives_the_same_output_on_a_second_run(
         outputs.append(capsys.readouterr().out)
     assert "200 stored," in outputs[1]
     assert outputs[1] == outputs[0]
+
+
+def test_the_readme_says_to_share_one_memory_per_process() -> None:
+    """Next to the quick start, where a new user looks: one memory per process, shared."""
+    section = README.read_text(encoding="utf-8").split("## Quick start", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    assert "**One memory per process.**" in section and "thread-safe" in section

@@ -87,7 +87,7 @@ def test_mysql_is_unsupported_not_a_missing_postgres_extra() -> None:
     """A MySQL URL is refused as unsupported; the hint is not the PostgreSQL extra."""
     result = runner.invoke(cli.app, ["sessions", "--url", "mysql://nobody@nowhere/db"])
     line = assert_one_line_error(result, "unsupported database 'mysql'")
-    assert "postgres" not in line
+    assert "tiermem[postgres]" not in line and "postgresql://" in line
 
 
 def test_import_mistakes(tmp_path: Path) -> None:

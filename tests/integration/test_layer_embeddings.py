@@ -12,14 +12,14 @@ import sqlalchemy as sa
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from tests.conftest import MemoryFactory
-from tiermem import ConversationMemory
+from tiermem import ConversationMemory, MemoryConfig, TierPolicy
 from tiermem._core.dense import encode_all
 from tiermem._storage.item_vectors import store_item_vectors, to_embed_items
 from tiermem._storage.items import NewItem, upsert_fact
 from tiermem.errors import EmbeddingFailed
 from tiermem.layers import LayeredMemory
 from tiermem.testing import ManualClock
-from tiermem.tiers import DEFAULT_POLICY
+from tiermem.tiers import DEFAULT_POLICY, STORED_LAYERS
 
 from .test_search_embeddings import BlockedEmbeddings, BrokenEmbeddings, ConceptEmbeddings
 
@@ -238,7 +238,9 @@ def test_vectors_go_with_their_items(make_memory: MemoryFactory, clock: ManualCl
     """Compaction, clearing and pruning delete the vectors of the items they delete;
     a compaction's summary gets the vector of its own text; expired items are never
     found by meaning."""
-    memory = make_memory(embeddings=ConceptEmbeddings())
+    every_layer_expires = TierPolicy(expiring_layers=STORED_LAYERS)
+    config = MemoryConfig(tier_policy=every_layer_expires)
+    memory = make_memory(embeddings=ConceptEmbeddings(), config=config)
     layers = memory.layers("u")
     _store(layers)
     _drain(memory)

@@ -1,6 +1,8 @@
-"""Layer items follow the tier, expiry and prune rules of sessions: ``recalculate_tiers``
-refreshes their tiers, ``prune_expired`` deletes the expired ones (with their full-text
-rows), ``get_tier_stats`` counts them, and no read returns an expired item."""
+"""Layer items of a layer that expires follow the tier, expiry and prune rules of
+sessions: ``recalculate_tiers`` refreshes their tiers, ``prune_expired`` deletes the
+expired ones (with their full-text rows), ``get_tier_stats`` counts them, and no read
+returns an expired item. Here a policy makes every stored layer expire; by default only
+the episodic layer does (``test_layers_persist.py``)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from tiermem import ConversationMemory, MemoryConfig, TierStats
+from tiermem import ConversationMemory, MemoryConfig, TierPolicy, TierStats
 from tiermem._storage.layer_schema import item_table
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
+from tiermem.tiers import STORED_LAYERS
 
 from ..conftest import MemoryFactory
 
 IC = item_table.c
 EXPIRY = timedelta(days=30)
+#: Facts and rules expire too, as events do: a policy says so.
+EVERY_LAYER = MemoryConfig(tier_policy=TierPolicy(expiring_layers=STORED_LAYERS))
 
 
 def stored(memory: ConversationMemory) -> dict[str, tuple[int, str, datetime]]:
@@ -68,7 +73,8 @@ def test_prune_expired_deletes_expired_layer_items(
     """A semantic fact, an event and a rule untouched for 400 days go with the expired
     session, index rows included; a dry run only counts; a rerun deletes nothing; the
     ``pruned`` signals name the sessions, then the items; other projects are left alone."""
-    memory, other = make_memory(), make_memory(project="other")
+    memory = make_memory(config=EVERY_LAYER)
+    other = make_memory(project="other", config=EVERY_LAYER)
     start = clock.now
     at(clock, start - timedelta(days=400))
     other.layers("agent").append("episodic", "quokka of another project")
@@ -104,7 +110,7 @@ def test_limit_counts_sessions_first_then_items_in_batches(
 ) -> None:
     """``limit`` bounds sessions and items together, sessions first, items oldest first;
     each batch of ``batch_size`` items is a transaction with its own signal and progress."""
-    memory = make_memory()
+    memory = make_memory(config=EVERY_LAYER)
     start, layers = clock.now, memory.layers("s")
     for days in (50, 45):
         at(clock, start - timedelta(days=days))
@@ -131,7 +137,7 @@ def test_recalculate_tiers_stores_item_tiers_in_batches(
 ) -> None:
     """recalculate_tiers stores each item's tier by its last access (sessions and items
     counted in its result and progress); a future access is clamped to now."""
-    memory = make_memory()
+    memory = make_memory(config=EVERY_LAYER)
     start, layers = clock.now, memory.layers("t")
     memory.add_user_message("session", "x")
     for label, age in (
@@ -164,7 +170,7 @@ def test_recalculate_tiers_stores_item_tiers_in_batches(
 
 def test_async_twins_handle_items_too(make_memory: MemoryFactory, clock: ManualClock) -> None:
     """arecalculate_tiers, aget_tier_stats and aprune_expired include layer items."""
-    memory = make_memory()
+    memory = make_memory(config=EVERY_LAYER)
     seed(memory, clock)
 
     async def run() -> tuple[int, TierStats, int]:
@@ -182,7 +188,7 @@ def test_async_twins_handle_items_too(make_memory: MemoryFactory, clock: ManualC
 def test_expired_items_are_never_returned(make_memory: MemoryFactory, clock: ManualClock) -> None:
     """Past expired_after no search, match, recent or recall returns an item, and asking
     does not revive it; exactly expired_after old is still returned."""
-    memory = make_memory()
+    memory = make_memory(config=EVERY_LAYER)
     layers = memory.layers("r")
     start = clock.now
     at(clock, start - EXPIRY)
@@ -211,7 +217,7 @@ def test_compaction_leaves_expired_items_to_pruning(
 ) -> None:
     """compact() folds only items that are not expired: an expired event is never part
     of (nor revived by) a summary."""
-    memory = make_memory(config=MemoryConfig(), summarizer=FakeSummarizer())
+    memory = make_memory(config=EVERY_LAYER, summarizer=FakeSummarizer())
     layers = memory.layers("c")
     start = clock.now
     at(clock, start - timedelta(days=400))
@@ -231,7 +237,7 @@ def test_a_zero_limit_deletes_nothing(
     make_memory: MemoryFactory, clock: ManualClock, dry_run: bool
 ) -> None:
     """limit=0 touches neither sessions nor items."""
-    memory = make_memory()
+    memory = make_memory(config=EVERY_LAYER)
     seed(memory, clock)
     assert memory.prune_expired(limit=0, dry_run=dry_run) == 0
     assert len(stored(memory)) == 4
@@ -242,7 +248,7 @@ def test_learning_an_expired_key_starts_a_new_fact(
 ) -> None:
     """learn() over a fact that had expired stores a new fact (created now, never
     accessed); over a live one it replaces the value and counts an access."""
-    memory = make_memory()
+    memory = make_memory(config=EVERY_LAYER)
     layers = memory.layers("k")
     start = clock.now
     at(clock, start - timedelta(days=400))

@@ -149,13 +149,13 @@ def test_progress_bar_on_a_terminal(url: str, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_prune_and_recalc_handle_layer_items(url: str) -> None:
-    """A semantic fact untouched for 400 days: recalc stores it EXPIRED, stats counts it,
+    """An episode untouched for 400 days: recalc stores it EXPIRED, stats counts it,
     prune deletes it; the fresh one stays."""
     clock = ManualClock(datetime.now(UTC) - timedelta(days=400))
     with ConversationMemory(url, clock=clock) as memory:
-        memory.layers("agent").learn("old fact", "forgotten long ago")
+        memory.layers("agent").append("episodic", "forgotten long ago")
     with ConversationMemory(url) as memory:
-        memory.layers("agent").learn("new fact", "remembered")
+        memory.layers("agent").append("episodic", "remembered")
     result = runner.invoke(cli.app, ["recalc", "--url", url])
     assert f"1 {WHAT} of project 'default' changed tier" in result.stdout
     stats = json.loads(runner.invoke(cli.app, ["stats", "--url", url, "--json"]).stdout)
@@ -165,5 +165,5 @@ def test_prune_and_recalc_handle_layer_items(url: str) -> None:
     assert f"deleted 1 expired {WHAT}" in result.stdout
     with ConversationMemory(url) as memory:
         layers = memory.layers("agent")
-        assert [item.key for item in layers.recent("semantic")] == ["new fact"]
+        assert [item.content for item in layers.recent("episodic")] == ["remembered"]
         assert memory.get_tier_stats().items == 1

@@ -244,7 +244,7 @@ def test_bad_config_is_refused(make_memory: MemoryFactory) -> None:
     ],
     ids=repr,
 )
-def test_bad_tier_policy_is_refused(policy: dict[str, timedelta]) -> None:
+def test_bad_tier_policy_is_refused(policy: dict[str, Any]) -> None:
     """Zero, negative or inverted tier thresholds raise InvalidArgument."""
     with pytest.raises(InvalidArgument):
         TierPolicy(**policy)

@@ -139,7 +139,7 @@ def test_every_write_unit_locks_first(make_memory: MemoryFactory, clock: ManualC
     memory = make_memory(config=MemoryConfig(auto_compress=False), summarizer=FakeSummarizer())
     memory.list_sessions()
     # Expired by the time _exercise recalculates and prunes: those runs write items too.
-    memory.layers("l").learn("fact", "soon expired")
+    memory.layers("l").append("episodic", "soon expired")
     with captured(memory.engine) as log:
         _exercise(memory, clock)
     transactions = units(log)

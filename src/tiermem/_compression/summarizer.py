@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
+from .._core.named_models import chat_model_from_name
 from ..errors import (
     InvalidArgument,
     SummarizationError,
@@ -260,16 +261,21 @@ class DaemonWorkers:
 _WORKERS = DaemonWorkers()
 
 
-def make_summarizer(summarizer: SummarizerLike | None) -> Summarizer | None:
-    """A :class:`Summarizer` over a chat model, Runnable or callable (``None``: none).
+def make_summarizer(summarizer: SummarizerLike | str | None) -> Summarizer | None:
+    """A :class:`Summarizer` over a chat model, Runnable or callable (``None``: none),
+    or over the chat model a ``"provider:model"`` string names (``init_chat_model``).
 
     Raises:
-        InvalidArgument: for anything else.
+        InvalidArgument: for anything else, or a named model that cannot be made.
     """
     if summarizer is None:
         return None
+    if isinstance(summarizer, str):
+        summarizer = chat_model_from_name(summarizer)
     if not callable(summarizer) and not hasattr(summarizer, "invoke"):
-        raise InvalidArgument("summarizer must be a chat model, Runnable or callable")
+        raise InvalidArgument(
+            "summarizer must be a chat model, Runnable, callable or 'provider:model' name"
+        )
     return Summarizer(summarizer)
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .._compression.background import BackgroundQueue
 from .._compression.summarizer import DaemonWorkers
 from ..errors import EmbeddingFailed, EmbeddingTimeout, InvalidArgument
+from .named_models import embeddings_from_name
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -48,7 +49,8 @@ class Embedder:
     """The embedding side of one memory.
 
     Args:
-        embeddings: any LangChain ``Embeddings``.
+        embeddings: any LangChain ``Embeddings``, or a ``"provider:model"`` name for
+            LangChain's ``init_embeddings``.
         weight: the scaled similarity's weight in the fusion (scaled BM25's is 1;
             see :mod:`tiermem._storage.hybrid`).
 
@@ -57,9 +59,11 @@ class Embedder:
             weight, or when numpy (the ``embeddings`` extra) is missing.
     """
 
-    def __init__(self, embeddings: Embeddings, weight: float = 1.0) -> None:
+    def __init__(self, embeddings: Embeddings | str, weight: float = 1.0) -> None:
         from langchain_core.embeddings import Embeddings
 
+        if isinstance(embeddings, str):
+            embeddings = embeddings_from_name(embeddings)
         if not isinstance(embeddings, Embeddings):
             raise InvalidArgument(
                 f"embeddings must be a LangChain Embeddings, got {embeddings.__class__.__name__}"

@@ -78,7 +78,8 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
     budget = context.config.max_summarizer_input_tokens
     removed, summary = 0, None
     nothing: tuple[list[ItemRecord], int] = ([], 0)
-    since = layer_store.live_since(context.now(), context.config.tier_policy)
+    policy = context.config.tier_policy.for_layer(layer.value)
+    since = layer_store.live_since(context.now(), policy, layer.value)
     for _ in range(_MAX_ROUNDS):
         batch, older = yield from read(
             scope,
@@ -95,7 +96,7 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
         batch, items = batch[:count], items[:count]
         now = context.now()
         freshest = max(item.last_accessed for item in items)
-        tier = calculate_tier(freshest, now, context.config.tier_policy)
+        tier = calculate_tier(freshest, now, policy)
         replace = functools.partial(
             layer_store.replace_with_summary,
             layer=layer.value,

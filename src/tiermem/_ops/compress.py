@@ -45,7 +45,7 @@ from .._storage.store import MessageWindow
 from ..errors import (
     SessionNotFound,
     SummarizationError,
-    SummarizerOutputInvalid,
+    SummaryNotShorter,
     TiermemError,
 )
 from ..signals import Pending
@@ -370,7 +370,7 @@ def _merge_once(
     try:
         children = yield from releasing_claim(ctx, session_id, token, ctx.transact(plan))
     except TiermemError as exc:
-        logger.warning("summary merge of %r skipped: %s", session_id, exc)
+        logger.log(exc.log_level, "summary merge of %r skipped: %s", session_id, exc)
         return None
     if children is None:
         return None
@@ -415,7 +415,7 @@ def _merge_once(
         # summaries stay valid and the claim was released.
         if window_sink is not None:
             window_sink.clear()  # read in the transaction that was rolled back
-        logger.warning("summary merge of %r failed: %s", session_id, exc)
+        logger.log(exc.log_level, "summary merge of %r failed: %s", session_id, exc)
         return None
     yield from ctx.emit(pending)
     return result, after
@@ -445,7 +445,7 @@ def _summarize(
                 text = fit_summary(heuristic, original_tokens, ctx.config, ctx.counter)
         tokens = ctx.counter.count_text(text)
         if tokens >= original_tokens:
-            raise SummarizerOutputInvalid(
+            raise SummaryNotShorter(
                 f"summary not shorter than its input ({tokens} >= {original_tokens} tokens)"
             )
     except GeneratorExit:  # closed unfinished: no effect can be yielded any more
@@ -548,9 +548,11 @@ def _compress_in_background(ctx: MemoryContext, session_id: str) -> None:
 
 def _log_after_commit(what: str, session_id: str, error: Exception) -> None:
     """Log a failure that follows a commit of the same call (which therefore returns
-    normally): a typed error as a warning, an untyped one (a bug) with its traceback."""
+    normally): a typed error at its ``log_level`` (a warning, or less for a normal
+    event such as another worker compressing), an untyped one (a bug) with its
+    traceback."""
     if isinstance(error, TiermemError):
-        logger.warning("%s of %r failed: %s", what, session_id, error)
+        logger.log(error.log_level, "%s of %r failed: %s", what, session_id, error)
     else:
         logger.error("%s of %r failed", what, session_id, exc_info=error)
 

@@ -261,7 +261,7 @@ def prune(
         def count(conn: Connection) -> int:
             return (
                 count_expired(conn, project=project, cutoff=cutoff)
-                + layer_store.count_expired_items(conn, project=project, cutoff=cutoff)
+                + layer_store.count_expired_items(conn, project=project, cut=cut)
                 + document_store.count_expired_documents(conn, project=project, now=cut.now)
             )
 
@@ -292,7 +292,7 @@ def prune(
         def layer_items(
             conn: Connection, want: int = want
         ) -> tuple[tuple[int, ...], list[signals.Pending]]:
-            items = layer_store.prune_item_batch(conn, project=project, cutoff=cutoff, want=want)
+            items = layer_store.prune_item_batch(conn, project=project, cut=cut, want=want)
             return items, [("pruned", _pruned(project, items=items))] if items else []
 
         items = yield from feed.transact_recorded(ctx, layer_items)

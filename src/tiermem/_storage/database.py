@@ -44,6 +44,7 @@ __all__ = [
     "DRIVER_ERRORS",
     "Connection",
     "Database",
+    "SUPPORTED_URLS",
     "commit_without_waiting",
     "parse_url",
     "translate_error",
@@ -471,16 +472,42 @@ class Database:
         self.engine.dispose()
 
 
+#: The URLs tiermem opens, as an error names them.
+SUPPORTED_URLS = (
+    "sqlite:///FILE, or postgresql://USER@HOST/DB (postgres:// and "
+    "postgresql+psycopg:// alike, all through psycopg 3)"
+)
+#: Driver names that mean PostgreSQL through psycopg 3, the one driver tiermem uses.
+_PSYCOPG = frozenset({"postgres", "postgresql", "postgres+psycopg", "postgresql+psycopg"})
+_SQLITE = frozenset({"sqlite", "sqlite+pysqlite"})
+
+
 def parse_url(url: str) -> sa.URL:
-    """``url`` parsed.
+    """``url`` parsed, a PostgreSQL URL set to the psycopg driver.
+
+    ``postgres://`` (as hosting services hand it out), ``postgresql://`` and
+    ``postgresql+psycopg://`` are the same database.
 
     Raises:
-        InvalidArgument: it is not a SQLAlchemy URL.
+        InvalidArgument: it is not a SQLAlchemy URL, or names a database or a driver
+            tiermem does not support (the message lists the supported forms).
     """
     try:
-        return sa.make_url(url)
+        parsed = sa.make_url(url)
     except (exc.ArgumentError, ValueError) as error:  # ValueError: a port that is no number
         raise InvalidArgument(f"bad database url {url!r}: expected e.g. sqlite:///FILE") from error
+    if parsed.drivername in _PSYCOPG:
+        return parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername in _SQLITE:
+        return parsed
+    backend = parsed.drivername.split("+", 1)[0]
+    what = (
+        f"unsupported driver {parsed.drivername!r}"
+        if backend in ("postgres", "postgresql", "sqlite")
+        else f"unsupported database {backend!r}"
+    )
+    shown = parsed.render_as_string(hide_password=True)
+    raise InvalidArgument(f"{what} in {shown!r}: use {SUPPORTED_URLS}")
 
 
 def _create_engine(url: str, lock_timeout: float) -> Engine:
@@ -491,19 +518,14 @@ def _create_engine(url: str, lock_timeout: float) -> Engine:
         if parsed.database in (None, "", ":memory:"):
             # One shared connection, or every checkout would see an empty database.
             kwargs["poolclass"] = sa.pool.StaticPool
-    elif parsed.get_backend_name() == "postgresql":
-        # Pinged when idle a while (_pg_on_checkout), not before every transaction.
-        if parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
+    # PostgreSQL connections are pinged when idle a while (_pg_on_checkout), not before
+    # every transaction.
     try:
         return sa.create_engine(parsed, **kwargs)
-    except ModuleNotFoundError as error:
-        if parsed.get_backend_name() != "postgresql":
-            raise InvalidArgument(
-                f"unsupported database {parsed.get_backend_name()!r}: use SQLite or PostgreSQL"
-            ) from error
+    except ModuleNotFoundError as error:  # only psycopg can be missing
         raise InvalidArgument(
-            f"no driver for {parsed.drivername}: pip install 'tiermem[postgres]'"
+            "PostgreSQL needs psycopg 3, which tiermem's postgres extra installs "
+            f"(psycopg[binary]): {error}"
         ) from error
     except exc.ArgumentError as error:
         raise InvalidArgument(f"bad database url: {error}") from error

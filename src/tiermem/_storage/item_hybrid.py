@@ -96,7 +96,7 @@ def search_items(
 ) -> list[tuple[ItemRecord, float]]:
     """The best ``limit`` items of a scope's layer by words and by meaning with their
     scores, best first (see the module docstring); each hit's access is recorded."""
-    since = live_since(now, policy)
+    since, policy = live_since(now, policy, layer), policy.for_layer(layer)
     pool = min(max(POOL, 4 * limit), 1 << 31)
     lexical: list[Candidate] = []
     if words:

@@ -3,10 +3,12 @@
 Statements are set-based and go through the ``(scope_pk, layer, id)`` index,
 so their cost follows one scope's layer, never the whole table.
 
-Items obey the access-tier rules of sessions: an item last accessed strictly
-longer than ``expired_after`` ago is expired, and reads (search, recent,
-recall, compaction) never return it nor count it as accessed; it stays stored
-until ``prune_expired`` deletes it. ``recalculate_tiers`` / ``prune_expired``
+Items obey the access-tier rules of sessions: an item of a layer that expires
+(``TierPolicy.expiring_layers``, the episodic layer by default) last accessed strictly
+longer than ``expired_after`` ago is expired, and reads (search, recent, recall,
+compaction) never return it nor count it as accessed; it stays stored until
+``prune_expired`` deletes it. Items of the other layers (learned facts and rules by
+default) are never expired by age: ARCHIVED at most. ``recalculate_tiers`` / ``prune_expired``
 run :func:`clamp_future_items`, :func:`recalculate_item_batch` and
 :func:`prune_item_batch` in batches after the sessions;
 :func:`recalculate_item_tiers` and :func:`prune_expired_items` do the same in
@@ -35,7 +37,7 @@ from .layer_schema import ITEM_INDEX, in_project, item_partition, item_table, sc
 from .rows import ItemRecord
 from .schema import dialect_insert
 from .search import Candidate, pg_candidates, rank
-from .tiers import Cutoffs, cutoffs, delete_locked, tier_case
+from .tiers import Cutoffs, cutoffs, delete_locked, item_ages, tier_case
 
 __all__ = [
     "NewItem",
@@ -68,9 +70,10 @@ __all__ = [
 IC, SC = item_table.c, scope_table.c
 
 
-def live_since(now: datetime, policy: TierPolicy) -> datetime:
-    """The oldest ``last_accessed`` of an item that is not expired at ``now``."""
-    return as_utc(now) - policy.expired_after
+def live_since(now: datetime, policy: TierPolicy, layer: str) -> datetime:
+    """The oldest ``last_accessed`` of an item of ``layer`` that is not expired at ``now``
+    (a century ago for a layer that does not expire)."""
+    return as_utc(now) - policy.for_layer(layer).expired_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +168,7 @@ def upsert_fact(
     """Insert a semantic item, or replace the value stored under its key (an access; a
     fact that had expired is replaced by a new one, created now, never accessed). A
     new value deletes the vector of the old one."""
-    params = {**_values(pk, item, now), "since": live_since(now, policy)}
+    params = {**_values(pk, item, now), "since": live_since(now, policy, item.layer)}
     # Locked on PostgreSQL: nothing changes the value between this read and the
     # upsert, so an unchanged value keeps its vector rightly.
     key = {"scope_pk": pk, "item_key": params["item_key"]}
@@ -219,7 +222,7 @@ def recall_fact(
         "pk": pk,
         "key": store_text(key),
         "now": as_utc(now),
-        "since": live_since(now, policy),
+        "since": live_since(now, policy, "semantic"),
     }
     row = conn.execute(_TOUCH_KEY, params).mappings().first()
     return None if row is None else ItemRecord.from_row(row)
@@ -231,7 +234,11 @@ def recent_items(
     """The ``n`` newest items of a layer that are not expired, oldest first."""
     query = (
         sa.select(item_table)
-        .where(IC.scope_pk == pk, IC.layer == layer, IC.last_accessed >= live_since(now, policy))
+        .where(
+            IC.scope_pk == pk,
+            IC.layer == layer,
+            IC.last_accessed >= live_since(now, policy, layer),
+        )
         .order_by(IC.id.desc())
         .limit(n)
     )
@@ -305,10 +312,10 @@ def search_items(
     """The best ``limit`` items of a layer containing any of ``words`` with their
     scores, best first (:func:`tiermem._storage.search.rank`); each hit's access is recorded.
     Expired items are never candidates."""
-    candidates = item_candidates(conn, pk, layer, words, live_since(now, policy))
+    candidates = item_candidates(conn, pk, layer, words, live_since(now, policy, layer))
     if not candidates:
         return []
-    return touch_ranked(conn, rank(candidates, as_utc(now), policy, limit), now)
+    return touch_ranked(conn, rank(candidates, as_utc(now), policy.for_layer(layer), limit), now)
 
 
 def touch_ranked(
@@ -457,7 +464,7 @@ def recalculate_item_batch(
     """Store the tier ``last_accessed`` gives at ``cut`` on the items of ``project``
     (``None``: every project) with ids ``low..high`` (default: all) whose stored tier
     is stale, in one ``UPDATE``. Returns how many changed."""
-    tier = tier_case(cut, IC.last_accessed)
+    tier = tier_case(cut, IC.last_accessed, item_ages(cut))
     ranged = low is not None and high is not None
     statement = sa.update(item_table).where(
         in_project(project, by_scope=not ranged), IC.memory_tier != tier
@@ -467,18 +474,24 @@ def recalculate_item_batch(
     return int(conn.execute(statement.values(memory_tier=tier)).rowcount)
 
 
-def count_expired_items(conn: Connection, *, project: str | None, cutoff: Any) -> int:
-    """How many items of ``project`` (``None``: every project) were last accessed
-    before ``cutoff``."""
-    query = sa.select(sa.func.count()).where(in_project(project), IC.last_accessed < cutoff)
+def _expired(cut: Cutoffs) -> sa.ColumnElement[bool]:
+    """An item of a layer that expires, last accessed before ``cut.expired``."""
+    return sa.and_(item_ages(cut), IC.last_accessed < cut.expired)
+
+
+def count_expired_items(conn: Connection, *, project: str | None, cut: Cutoffs) -> int:
+    """How many items of ``project`` (``None``: every project) are expired at ``cut``:
+    of a layer that expires, last accessed before ``cut.expired``."""
+    query = sa.select(sa.func.count()).where(in_project(project), _expired(cut))
     return int(conn.execute(query).scalar_one())
 
 
 def prune_item_batch(
-    conn: Connection, *, project: str | None, cutoff: Any, want: int | None
+    conn: Connection, *, project: str | None, cut: Cutoffs, want: int | None
 ) -> tuple[int, ...]:
-    """Delete up to ``want`` (``None``: every) items of ``project`` last accessed before
-    ``cutoff``, oldest first; the full-text index follows in the same transaction.
+    """Delete up to ``want`` (``None``: every) items of ``project`` expired at ``cut``
+    (of a layer that expires, last accessed before ``cut.expired``), oldest first; the
+    full-text index follows in the same transaction.
     Returns their ids (none when none is left).
 
     As sessions are pruned: on PostgreSQL the candidates are locked first, and an
@@ -488,12 +501,12 @@ def prune_item_batch(
     """
     chosen = (
         sa.select(IC.id)
-        .where(in_project(project, by_scope=False), IC.last_accessed < cutoff)
+        .where(in_project(project, by_scope=False), _expired(cut))
         .order_by(IC.last_accessed, IC.id)
     )
     if want is not None:
         chosen = chosen.limit(want)
-    return delete_locked(conn, chosen, IC.id, IC.last_accessed < cutoff)
+    return delete_locked(conn, chosen, IC.id, _expired(cut))
 
 
 def recalculate_item_tiers(
@@ -521,7 +534,8 @@ def prune_expired_items(
     dry_run: bool = False,
 ) -> int:
     """Delete layer items whose ``last_accessed`` is strictly more than
-    ``policy.expired_after`` before ``now``, oldest first, at most ``limit``.
+    ``policy.expired_after`` before ``now``, of the layers that expire
+    (``policy.expiring_layers``), oldest first, at most ``limit``.
 
     Idempotent: a second call finds nothing more to delete.
 
@@ -532,8 +546,8 @@ def prune_expired_items(
     Returns:
         The number of items deleted (or that would be).
     """
-    cutoff = live_since(now, policy)
+    cut = cutoffs(as_utc(now), policy)
     if dry_run:
-        count = count_expired_items(conn, project=project, cutoff=cutoff)
+        count = count_expired_items(conn, project=project, cut=cut)
         return count if limit is None else min(count, limit)
-    return len(prune_item_batch(conn, project=project, cutoff=cutoff, want=limit))
+    return len(prune_item_batch(conn, project=project, cut=cut, want=limit))

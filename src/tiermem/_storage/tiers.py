@@ -37,6 +37,7 @@ __all__ = [
     "load_sessions",
     "prune_batch",
     "recalculate_batch",
+    "item_ages",
     "tier_case",
     "tier_counts",
     "tier_predicates",
@@ -50,12 +51,14 @@ Changed = Sequence[Row[tuple[str, str]]]
 
 @dataclass(frozen=True, slots=True)
 class Cutoffs:
-    """``now`` and the tier boundaries: datetimes, or SQL on the server's ``now()``."""
+    """``now`` and the tier boundaries: datetimes, or SQL on the server's ``now()``;
+    and the memory layers whose items expire (``TierPolicy.expiring_layers``)."""
 
     now: Any
     active: Any
     recent: Any
     expired: Any
+    expiring_layers: tuple[str, ...] = ()
 
 
 def cutoffs(moment: Any, policy: TierPolicy) -> Cutoffs:
@@ -65,32 +68,50 @@ def cutoffs(moment: Any, policy: TierPolicy) -> Cutoffs:
         active=moment - policy.active_within,
         recent=moment - policy.recent_within,
         expired=moment - policy.expired_after,
+        expiring_layers=tuple(sorted(policy.expiring_layers)),
     )
 
 
 def tier_predicates(
-    cut: Cutoffs, accessed: sa.ColumnElement[Any] = S.last_accessed
+    cut: Cutoffs,
+    accessed: sa.ColumnElement[Any] = S.last_accessed,
+    ages: sa.ColumnElement[bool] | None = None,
 ) -> dict[MemoryTier, sa.ColumnElement[bool]]:
     """Each tier as a range of ``accessed`` (a session's ``last_accessed`` by default;
-    the boundaries of ``calculate_tier``)."""
+    the boundaries of ``calculate_tier``). With ``ages``, only rows it holds for
+    expire; the others are ARCHIVED at most (layer items of a layer that persists)."""
+    kept = accessed >= cut.expired
+    expired = accessed < cut.expired  # strictly older than expired_after
+    if ages is not None:
+        kept, expired = sa.or_(kept, sa.not_(ages)), sa.and_(ages, expired)
     return {
         MemoryTier.ACTIVE: accessed > cut.active,  # a future access counts as now
         MemoryTier.RECENT: sa.and_(accessed > cut.recent, accessed <= cut.active),
-        MemoryTier.ARCHIVED: sa.and_(accessed >= cut.expired, accessed <= cut.recent),
-        MemoryTier.EXPIRED: accessed < cut.expired,  # strictly older than expired_after
+        MemoryTier.ARCHIVED: sa.and_(kept, accessed <= cut.recent),
+        MemoryTier.EXPIRED: expired,
     }
 
 
-def tier_case(cut: Cutoffs, accessed: sa.ColumnElement[Any] = S.last_accessed) -> sa.Case[Any]:
+def tier_case(
+    cut: Cutoffs,
+    accessed: sa.ColumnElement[Any] = S.last_accessed,
+    ages: sa.ColumnElement[bool] | None = None,
+) -> sa.Case[Any]:
     """The tier of a row as a SQL ``CASE`` over ``accessed`` (a session's
-    ``last_accessed`` by default)."""
+    ``last_accessed`` by default); with ``ages``, only rows it holds for expire."""
+    kept = accessed >= cut.expired
     return sa.case(
         (accessed.is_(None), MemoryTier.ARCHIVED.value),  # never accessed: never expired by age
         (accessed > cut.active, MemoryTier.ACTIVE.value),
         (accessed > cut.recent, MemoryTier.RECENT.value),
-        (accessed >= cut.expired, MemoryTier.ARCHIVED.value),
+        (kept if ages is None else sa.or_(kept, sa.not_(ages)), MemoryTier.ARCHIVED.value),
         else_=MemoryTier.EXPIRED.value,
     )
+
+
+def item_ages(cut: Cutoffs) -> sa.ColumnElement[bool]:
+    """Whether a layer item's layer expires by age (``TierPolicy.expiring_layers``)."""
+    return item_table.c.layer.in_(cut.expiring_layers)
 
 
 def tier_counts(conn: Connection, *, project: str, cut: Cutoffs) -> list[int]:
@@ -102,7 +123,11 @@ def tier_counts(conn: Connection, *, project: str, cut: Cutoffs) -> list[int]:
         .where(where)
         for table, where, predicates in (
             (session_table, S.project == project, tier_predicates(cut)),
-            (item_table, in_project(project), tier_predicates(cut, item_table.c.last_accessed)),
+            (
+                item_table,
+                in_project(project),
+                tier_predicates(cut, item_table.c.last_accessed, item_ages(cut)),
+            ),
         )
     ]
     return [int(value) for query in queries for value in conn.execute(query).one()]

@@ -296,7 +296,9 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         except _RECOVERABLE as exc:
             # The context tiermem renders still fits max_tokens: it leaves out the
             # oldest messages (stored, compressed later) instead of summarizing them.
-            logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
+            logger.log(
+                exc.log_level, "tiermem compression failed; the turn goes on within budget: %s", exc
+            )
         rendered = self.memory.get_messages(session_id)
         context = self._context(rendered, self.memory.get_active_entries(session_id))
         return self._replacement(messages, context)
@@ -323,7 +325,9 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             await self.memory.acompress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
-            logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
+            logger.log(
+                exc.log_level, "tiermem compression failed; the turn goes on within budget: %s", exc
+            )
         rendered = await self.memory.aget_messages(session_id)
         context = self._context(rendered, await self.memory.aget_active_entries(session_id))
         return self._replacement(messages, context)

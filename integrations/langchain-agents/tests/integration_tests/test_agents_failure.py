@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -109,3 +110,34 @@ def test_the_model_never_gets_more_than_max_tokens_when_compression_fails(
         stats = memory.get_stats("failing")
         assert stats.summaries == 0 and stats.active_entries == stats.total_entries
         assert stats.total_tokens > 3 * 300
+
+
+@pytest.mark.parametrize(
+    ("summarizer", "level"),
+    [
+        (lambda prompt: "long " * 5_000, logging.INFO),
+        (FakeSummarizer(mode="raise"), logging.WARNING),
+    ],
+    ids=["not-shorter", "raises"],
+)
+def test_a_failed_compression_is_logged_at_its_errors_level(
+    memory_url: str,
+    lookup_tool: BaseTool,
+    caplog: pytest.LogCaptureFixture,
+    summarizer: Any,
+    level: int,
+) -> None:
+    """A summary not shorter than its input is a normal event (INFO); a summarizer that
+    raises is a warning."""
+    config = MemoryConfig(max_tokens=1_000_000, max_entries=100_000, auto_compress=False)
+    with ConversationMemory(url=memory_url, config=config, summarizer=summarizer) as memory:
+        middleware = TieredMemoryMiddleware(memory, trigger=("messages", 6), keep=("messages", 2))
+        model = ToolCallingFakeModel(messages=tool_turns(3))
+        agent = create_agent(
+            model, [lookup_tool], middleware=[middleware], checkpointer=InMemorySaver()
+        )
+        with caplog.at_level(logging.DEBUG, logger="tiermem_agents"):
+            for turn in range(3):
+                agent.invoke({"messages": [HumanMessage(f"q{turn}", id=f"h{turn}")]}, CONFIG)
+    records = [r for r in caplog.records if "tiermem compression failed" in r.getMessage()]
+    assert records and {r.levelno for r in records} == {level}

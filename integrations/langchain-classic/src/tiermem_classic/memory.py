@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
-from langchain_classic.memory.utils import get_prompt_input_key
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
 from tiermem import ConversationMemory
 from tiermem.errors import InvalidArgument
@@ -75,24 +74,66 @@ class TieredConversationMemory(BaseMemory):
         return {self.memory_key: text}
 
     def _turn(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> list[BaseMessage]:
-        """The human and AI messages of one chain run."""
-        input_key = self.input_key or get_prompt_input_key(inputs, self.memory_variables)
-        if self.output_key is not None:
-            output_key = self.output_key
-        elif len(outputs) == 1:
-            output_key = next(iter(outputs))
-        elif "output" in outputs:
-            output_key = "output"
-        else:
-            msg = (
-                f"got several output keys {sorted(outputs)}; pass "
-                "TieredConversationMemory(output_key=...) to say which to store"
-            )
-            raise InvalidArgument(msg)
+        """The human and AI messages of one chain run.
+
+        Raises:
+            InvalidArgument: the input or the output to store is missing or ambiguous;
+                the message says which keys there are and how to choose.
+        """
+        input_key = self._input_key(inputs)
+        output_key = self._output_key(outputs)
         return [
             HumanMessage(content=str(inputs[input_key])),
             AIMessage(content=str(outputs[output_key])),
         ]
+
+    def _input_key(self, inputs: dict[str, Any]) -> str:
+        """The key of the human input in ``inputs``: ``input_key``, or the only key
+        that is neither this memory's variable nor ``stop``."""
+        if self.input_key is not None:
+            if self.input_key not in inputs:
+                raise InvalidArgument(
+                    f"save_context: input_key {self.input_key!r} is not among the "
+                    f"inputs {sorted(inputs)}"
+                )
+            return self.input_key
+        candidates = sorted(set(inputs) - {*self.memory_variables, "stop"})
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            raise InvalidArgument(
+                f"save_context: no human input to store: inputs {sorted(inputs)} hold only "
+                f"the memory's {self.memory_key!r} (and 'stop'); pass the chain's "
+                "inputs, e.g. {'input': 'Hi'}"
+            )
+        raise InvalidArgument(
+            f"save_context: several inputs {candidates}; pass "
+            "TieredConversationMemory(input_key=...) to say which to store"
+        )
+
+    def _output_key(self, outputs: dict[str, Any]) -> str:
+        """The key of the AI output in ``outputs``: ``output_key``, the only key, or
+        ``"output"`` among several."""
+        if self.output_key is not None:
+            if self.output_key not in outputs:
+                raise InvalidArgument(
+                    f"save_context: output_key {self.output_key!r} is not among the "
+                    f"outputs {sorted(outputs)}"
+                )
+            return self.output_key
+        if len(outputs) == 1:
+            return next(iter(outputs))
+        if "output" in outputs:
+            return "output"
+        if not outputs:
+            raise InvalidArgument(
+                "save_context: no output to store: outputs is empty; pass the chain's "
+                "outputs, e.g. {'response': 'Hello'}"
+            )
+        raise InvalidArgument(
+            f"save_context: several outputs {sorted(outputs)}; pass "
+            "TieredConversationMemory(output_key=...) to say which to store"
+        )
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Return the session's context under ``memory_key``.
@@ -125,7 +166,8 @@ class TieredConversationMemory(BaseMemory):
             outputs: The chain outputs; ``output_key`` (or the only key) is stored.
 
         Raises:
-            ValueError: When the input or output key is ambiguous.
+            InvalidArgument: (a ``ValueError``) the input or output to store is missing
+                or ambiguous; nothing is stored.
         """
         self.memory.add_messages(self.session_id, self._turn(inputs, outputs))
 
@@ -137,7 +179,8 @@ class TieredConversationMemory(BaseMemory):
             outputs: The chain outputs.
 
         Raises:
-            ValueError: When the input or output key is ambiguous.
+            InvalidArgument: (a ``ValueError``) the input or output to store is missing
+                or ambiguous; nothing is stored.
         """
         await self.memory.aadd_messages(self.session_id, self._turn(inputs, outputs))
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem.errors import InvalidArgument
 from tiermem.testing import FakeSummarizer, check_invariants
 
 import tiermem_classic
@@ -152,3 +154,36 @@ def test_buffer_is_the_loaded_context(mem: ConversationMemory) -> None:
     as_messages = TieredConversationMemory(memory=mem, session_id="s", return_messages=True)
     assert as_messages.buffer == [HumanMessage("Hi, I'm Ada."), AIMessage("Hello Ada!")]
     assert asyncio.run(memory.abuffer()) == memory.buffer
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "said"),
+    [
+        ({"input": "Hi"}, {}, "no output to store: outputs is empty"),
+        ({}, {"response": "Hello"}, "no human input to store"),
+        ({"history": "old", "stop": ["\n"]}, {"response": "Hello"}, "no human input to store"),
+        ({"a": "1", "b": "2"}, {"output": "x"}, "several inputs ['a', 'b']"),
+        ({"input": "1"}, {"x": "1", "y": "2"}, "several outputs ['x', 'y']"),
+    ],
+)
+def test_a_turn_that_cannot_be_stored_says_what_is_wrong(
+    mem: ConversationMemory, inputs: dict[str, object], outputs: dict[str, object], said: str
+) -> None:
+    """A missing or ambiguous input or output is named, sync and async; nothing stored."""
+    memory = TieredConversationMemory(memory=mem, session_id="s")
+    with pytest.raises(InvalidArgument, match=re.escape(said)):
+        memory.save_context(inputs, outputs)
+    with pytest.raises(InvalidArgument, match=re.escape(said)):
+        asyncio.run(memory.asave_context(inputs, outputs))
+    assert mem.get_entries("s") == []
+
+
+def test_a_chosen_key_that_is_absent_is_named(mem: ConversationMemory) -> None:
+    """An input_key or output_key the chain did not produce is an InvalidArgument, not
+    a KeyError."""
+    memory = TieredConversationMemory(memory=mem, session_id="s", input_key="q", output_key="a")
+    with pytest.raises(InvalidArgument, match=r"input_key 'q' is not among the inputs \['x'\]"):
+        memory.save_context({"x": "1"}, {"a": "2"})
+    with pytest.raises(InvalidArgument, match=r"output_key 'a' is not among the outputs \['b'\]"):
+        memory.save_context({"q": "1"}, {"b": "2"})
+    assert mem.get_entries("s") == []
