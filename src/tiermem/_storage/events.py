@@ -236,6 +236,21 @@ def last_position(conn: Connection, project: str) -> Position:
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
+def newest_written(engine: Engine, project: str) -> Position:
+    """The position of the newest committed event of ``project``, deliverable yet or
+    not ((0, 0) when there is none): :func:`tiermem.testing.wait_for_feed` waits for
+    :func:`last_position` to reach it."""
+    statement = (
+        sa.select(V.xid, V.id)
+        .where(V.project == project)
+        .order_by(V.xid.desc(), V.id.desc())
+        .limit(1)
+    )
+    with engine.connect() as conn:
+        row = conn.execute(statement).first()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
 def consumer_position(conn: Connection, project: str, name: str) -> Position | None:
     """Where consumer ``name`` acknowledged up to, or ``None`` if it never did."""
     row = conn.execute(
