@@ -220,7 +220,10 @@ def wait_for_feed(memory: ConversationMemory, timeout: float = 30.0) -> None:
         AssertionError: some committed event was still not deliverable after
             ``timeout`` seconds.
     """
-    written = events.newest_written(memory.engine, memory.project)
+    project = memory.project
+    written = memory.database.run(
+        lambda conn: events.last_position(conn, project, settled=False), write=False
+    )
     deadline = time.monotonic() + timeout
     while True:
         xid, _, event_id = memory.feed.last_position().partition(":")

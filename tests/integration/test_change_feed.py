@@ -357,6 +357,28 @@ def test_pg_events_wait_for_older_transactions(pg_schema: str) -> None:
         engine.dispose()
 
 
+def test_wait_for_feed_waits_for_older_transactions(pg_schema: str) -> None:
+    """``tiermem.testing.wait_for_feed`` returns once every committed event is
+    deliverable, and fails while an older transaction still holds one back (the
+    test holds it, so the short timeout cannot be too short)."""
+    engine = pg_engine_for(pg_schema)
+    memory = ConversationMemory(engine=engine)
+    try:
+        wait_for_feed(memory, timeout=0.2)  # nothing written: nothing to wait for
+        with engine.connect() as older:
+            transaction = older.begin()
+            older.execute(sa.text("SELECT pg_current_xact_id()"))  # takes a transaction id
+            memory.add_user_message("s", "committed after the older transaction began")
+            with pytest.raises(AssertionError, match="did not deliver"):
+                wait_for_feed(memory, timeout=0.2)
+            transaction.rollback()
+        wait_for_feed(memory)
+        assert [event.kind for event in memory.feed.changes()] == ["entry:added"]
+    finally:
+        memory.close()
+        engine.dispose()
+
+
 def test_layer_changes_have_events(make_memory: MemoryFactory) -> None:
     """Layer items stored, cleared and compacted leave events (layer changes send no
     signals), with the scope and layer in the payload."""
