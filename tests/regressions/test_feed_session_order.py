@@ -21,13 +21,16 @@ from sqlalchemy.engine import Engine
 from tiermem import ConversationMemory
 from tiermem._storage import events
 from tiermem.feed import ChangeEvent
+from tiermem.testing import wait_for_feed
 
 from ..conftest import MemoryFactory, pg_engine_for
 
 
 def _settled(memory: ConversationMemory) -> list[ChangeEvent]:
-    """Every event so far (on PostgreSQL followed until the feed is quiet)."""
-    return list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.5))
+    """Every event so far (on PostgreSQL once other clients' older transactions let
+    every committed one be delivered)."""
+    wait_for_feed(memory)
+    return list(memory.feed.follow(poll_interval=0.02, idle_timeout=0.05))
 
 
 def mirrored_seqs(events: list[ChangeEvent]) -> dict[str, list[int]]:

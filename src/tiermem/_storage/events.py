@@ -220,17 +220,18 @@ def read(
     return [StoredEvent(*row) for row in conn.execute(statement)]
 
 
-def last_position(conn: Connection, project: str) -> Position:
+def last_position(conn: Connection, project: str, *, settled: bool = True) -> Position:
     """The position of the newest deliverable event of ``project`` ((0, 0) when there
     is none): on PostgreSQL the newest of settled transactions, so that following
-    from it skips nothing an older transaction still commits."""
+    from it skips nothing an older transaction still commits. With ``settled`` false,
+    the newest committed event, deliverable yet or not."""
     statement = (
         sa.select(V.xid, V.id)
         .where(V.project == project)
         .order_by(V.xid.desc(), V.id.desc())
         .limit(1)
     )
-    if conn.dialect.name == "postgresql":
+    if settled and conn.dialect.name == "postgresql":
         statement = statement.where(_SETTLED)
     row = conn.execute(statement).first()
     return (0, 0) if row is None else (int(row[0]), int(row[1]))

@@ -27,6 +27,7 @@ from .._core.render import SummaryText, WindowEntry
 from ..errors import (
     InvalidContent,
     SessionNotFound,
+    StorageBusy,
 )
 from ..tiers import MemoryTier
 from ..types import EntryType, MemoryEntry, SessionInfo, SessionStats
@@ -52,6 +53,10 @@ FTS_BATCH = 64
 #: Entries per PostgreSQL statement that inserts them with their events (14
 #: parameters each).
 ENTRIES_PER_STATEMENT = 1_000
+
+#: Inserts a writer creating a session tries before it gives up (``StorageBusy``):
+#: each one after the first follows a concurrent create and clear of that session.
+CREATE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +90,8 @@ def get_session(
 
     Raises:
         SessionNotFound: if it does not exist and ``create`` is false.
+        StorageBusy: if ``create`` is true and concurrent clears deleted the
+            session each of :data:`CREATE_ATTEMPTS` times this call created it.
     """
     query = (
         _sql.SELECT_SESSION_FOR_UPDATE
@@ -93,9 +100,15 @@ def get_session(
     )
     keys = {"project": project, "session_id": session_id}
     row = _driver.first(conn, query, keys)
-    if row is None and create:
+    # ON CONFLICT DO NOTHING: two processes creating one id both end with one row.
+    # On PostgreSQL the row the insert found may belong to another writer's new
+    # session that a concurrent clear holds and then deletes, so the locking SELECT
+    # finds nothing: insert again (each retry needs another create and clear to
+    # race this one, so a few attempts end it).
+    for _ in range(CREATE_ATTEMPTS if create else 0):
+        if row is not None:
+            break
         assert now is not None
-        # ON CONFLICT DO NOTHING: two processes creating one id both end with one row.
         conn.execute(
             dialect_insert(conn, session_table)
             .values(
@@ -110,6 +123,11 @@ def get_session(
             .on_conflict_do_nothing()
         )
         row = _driver.first(conn, query, keys)
+    if row is None and create:
+        raise StorageBusy(
+            f"session {session_id!r} in project {project!r} was created and cleared by "
+            f"other writers {CREATE_ATTEMPTS} times while this one created it; retry"
+        )
     if row is None:
         raise SessionNotFound(f"no session {session_id!r} in project {project!r}")
     return SessionRecord.from_row(row)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
+from tiermem.testing import wait_for_feed
 
 from tiermem_langgraph import TieredStore
 
@@ -27,7 +28,8 @@ NAMESPACE = ("users", "ada")
 def mirrored_keys(store: TieredStore) -> set[tuple[tuple[str, ...], str]]:
     """The documents a consumer replaying the feed's document events holds."""
     held: set[tuple[tuple[str, ...], str]] = set()
-    for event in store.memory.feed.follow(poll_interval=0.02, idle_timeout=0.5):
+    wait_for_feed(store.memory)  # on PostgreSQL other clients' transactions may delay it
+    for event in store.memory.feed.follow(poll_interval=0.02, idle_timeout=0.05):
         address = (tuple(event.payload.get("namespace", ())), event.payload.get("key", ""))
         if event.kind == "document:put":
             held.add(address)

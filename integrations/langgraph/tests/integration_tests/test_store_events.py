@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 from langgraph.store.base import PutOp
 from tiermem.errors import TiermemError
+from tiermem.testing import wait_for_feed
 
 from tiermem_langgraph import TieredStore
 
 
 def _document_events(store: TieredStore) -> list[tuple[str, dict[str, object]]]:
-    events = store.memory.feed.follow(poll_interval=0.02, idle_timeout=0.5)
+    wait_for_feed(store.memory)  # on PostgreSQL other clients' transactions may delay it
+    events = store.memory.feed.follow(poll_interval=0.02, idle_timeout=0.05)
     return [(event.kind, event.payload) for event in events if event.kind.startswith("document:")]
 
 
