@@ -19,14 +19,13 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from test_saver_history import THREAD, _ask, _comparable, delta_graph, tool_graph
 from tiermem import ConversationMemory
 from tiermem._storage.checkpoint_schema import blob_table, checkpoint_table, write_table
 from tiermem.errors import InvalidArgument, InvalidSessionId
 from tiermem.testing import check_invariants
 
 from tiermem_langgraph import TieredSaver
-
-from .test_saver_history import THREAD, _ask, _comparable, delta_graph, tool_graph
 
 
 @pytest.fixture(name="memory")
