@@ -16,9 +16,13 @@ missing tool results are counted as rendered.
 What is cut, in this order, until the context fits:
 
 * the oldest unpinned messages, a tool call always together with its results,
-  so the rest stays a contiguous, provider-valid tail of the conversation;
+  so the rest stays a provider-valid tail of the conversation;
 * then the oldest summaries;
 * then the marker itself (only when pinned context leaves no room for it).
+
+The current turn is never cut out: the newest human message and the last unit (an
+in-progress tool exchange) stay, shown truncated with a marker when they alone do
+not fit (see :mod:`tiermem._core.current_turn`).
 
 Pinned context is never cut: pinned context alone over the budget is refused
 when it is written (:class:`~tiermem.errors.BudgetExceeded`), and raises the
@@ -42,6 +46,7 @@ __all__ = [
     "OMITTED_MARKER",
     "Fitted",
     "WindowEntry",
+    "check_pinned",
     "fit_units",
     "group_units",
     "head_message",
@@ -130,12 +135,7 @@ def fit_units(
     everything = Fitted(list(range(len(unit_costs))), summaries, 0, 0)
     if total(everything) <= max_tokens:
         return everything
-    pinned_cost = sum(cost for cost, pin in zip(unit_costs, pinned, strict=True) if pin)
-    if pinned_cost > max_tokens:
-        raise BudgetExceeded(
-            f"pinned context takes {pinned_cost} tokens, more than max_tokens={max_tokens}; "
-            "unpin some context or raise max_tokens"
-        )
+    check_pinned(unit_costs, pinned, max_tokens)
     fixed = [index for index, pin in enumerate(pinned) if pin]
     free = [index for index, pin in enumerate(pinned) if not pin]
     for kept_summaries in range(summaries, -1, -1):
@@ -159,6 +159,20 @@ def fit_units(
     bare = Fitted(fixed, 0, 0, 0)
     marked = _choice(fixed, [], free, unit_sizes, summaries, 0)
     return marked if total(marked) <= max_tokens else bare
+
+
+def check_pinned(unit_costs: Sequence[int], pinned: Sequence[bool], max_tokens: int) -> None:
+    """Pinned context is never left out, so it must fit the budget.
+
+    Raises:
+        BudgetExceeded: when pinned context alone takes more than ``max_tokens``.
+    """
+    pinned_cost = sum(cost for cost, pin in zip(unit_costs, pinned, strict=True) if pin)
+    if pinned_cost > max_tokens:
+        raise BudgetExceeded(
+            f"pinned context takes {pinned_cost} tokens, more than max_tokens={max_tokens}; "
+            "unpin some context or raise max_tokens"
+        )
 
 
 def _choice(
