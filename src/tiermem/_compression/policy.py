@@ -89,14 +89,22 @@ def _safe_prefix(active: Sequence[MemoryEntry], length: int) -> int:
 
 
 def select_entries(
-    active: Sequence[MemoryEntry], config: MemoryConfig, *, force: bool, keep: int | None = None
+    active: Sequence[MemoryEntry],
+    config: MemoryConfig,
+    *,
+    force: bool,
+    keep: int | None = None,
+    take: tuple[int, int] | None = None,
 ) -> list[MemoryEntry]:
     """The oldest active entries to compress, or ``[]`` when there is nothing to do.
 
     Pinned context is never taken. The newest ``keep`` (default
     ``recent_window``) unpinned entries stay; the run stops before the first
     unanswered tool call and never splits a call from its results; the run is
-    capped at ``max_summarizer_input_tokens``. Without ``force`` fewer than
+    capped at ``max_summarizer_input_tokens``. With ``take`` (tokens, entries)
+    only the oldest entries holding at least that many tokens and entries are
+    taken (at least ``min_entries_to_compress`` when there are that many), not
+    everything older than ``keep``. Without ``force`` fewer than
     ``min_entries_to_compress`` entries is nothing to do.
     """
     window = config.recent_window if keep is None else keep
@@ -112,9 +120,31 @@ def select_entries(
             break
     if capped:
         length = min(length, capped)
+    if take is not None:
+        length = _enough(unpinned, length, take, config.min_entries_to_compress)
     length = _safe_prefix(unpinned, length)
     minimum = 1 if force else config.min_entries_to_compress
     return unpinned[:length] if length >= minimum else []
+
+
+def _enough(
+    unpinned: Sequence[MemoryEntry], length: int, take: tuple[int, int], minimum: int
+) -> int:
+    """The shortest prefix (at most ``length``) holding ``take`` (tokens, entries)
+    and at least ``minimum`` entries, widened to the end of a tool group it starts."""
+    tokens, entries = take
+    count, taken = 0, 0
+    while count < length and (taken < tokens or count < max(entries, minimum)):
+        taken += unpinned[count].token_count
+        count += 1
+    ends = _group_ends(unpinned[:length])
+    index = 0
+    while index < count:  # a group begun inside the prefix ends inside it too
+        end = ends.get(index, index)
+        if end is not None and end >= count:
+            count = end + 1
+        index += 1
+    return min(count, length)
 
 
 # --------------------------------------------------------------------------- prompt

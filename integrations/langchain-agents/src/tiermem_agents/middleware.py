@@ -179,7 +179,10 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     @staticmethod
     def _default_trigger(memory: ConversationMemory) -> Trigger:
         """The trigger the memory's own config implies."""
-        return [("tokens", memory.config.max_tokens), ("messages", memory.config.max_entries)]
+        trigger: Trigger = [("tokens", memory.config.max_tokens)]
+        if memory.config.max_entries is not None:
+            trigger.append(("messages", memory.config.max_entries))
+        return trigger
 
     def _session_id(self) -> str:
         """The session of the running agent invocation."""
