@@ -24,6 +24,7 @@ from .budget import (
     system_head,
 )
 from .current_turn import current_units, shrink
+from .recall_block import RECALL_MARKER
 from .messages import SUMMARY_MARKER, render_text, tool_call_ids, without_idless_calls
 
 __all__ = [
@@ -49,14 +50,17 @@ class SummaryText(NamedTuple):
 
 
 def is_summary_message(message: BaseMessage) -> bool:
-    """True for the summary message that ``get_messages`` puts first.
+    """True for a message tiermem wrote into a context rather than stored: the
+    summary message that ``get_messages`` puts first, the note of what the budget
+    left out, and the recalled block (``RECALL_MARKER``); integrations never store
+    them back.
 
-    It is a ``SystemMessage``, or a ``HumanMessage`` where an integration hands it
-    to the model in the user role (as ``SummarizationMiddleware`` does).
+    The summary message is a ``SystemMessage``, or a ``HumanMessage`` where an
+    integration hands it to the model in the user role (as
+    ``SummarizationMiddleware`` does).
     """
-    return (
-        isinstance(message, (SystemMessage, HumanMessage))
-        and SUMMARY_MARKER in message.additional_kwargs
+    return isinstance(message, (SystemMessage, HumanMessage)) and (
+        SUMMARY_MARKER in message.additional_kwargs or RECALL_MARKER in message.additional_kwargs
     )
 
 

@@ -19,7 +19,6 @@ from .. import signals
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.render import context_text as render_text
-from .._core.render import render_messages
 from .._core.runner import Op
 from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
 from .._storage import fts, store
@@ -29,7 +28,7 @@ from .._storage.rows import SessionRecord
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
-from . import feed
+from . import feed, recall
 from .embed import query_vector
 
 #: The most entries a search hit brings on each side.
@@ -100,21 +99,31 @@ def message_window(ctx: MemoryContext, session_id: str) -> Op[MessageWindow]:
     return (yield from read_session(ctx, session_id, store.read_message_window, empty))
 
 
-def render_window(ctx: MemoryContext, window: MessageWindow) -> list[BaseMessage]:
-    """``window`` as the context a model gets, within ``max_tokens``."""
-    return render_messages(*window, max_tokens=ctx.config.max_tokens, counter=ctx.counter)
+def render_window(
+    ctx: MemoryContext, session_id: str, window: MessageWindow, query: str | None
+) -> Op[list[BaseMessage]]:
+    """``window`` as the context a model gets, with what ``query`` recalls, within
+    ``max_tokens``."""
+    return (yield from recall.render_recalled(ctx, session_id, window, query))
 
 
-def messages(ctx: MemoryContext, session_id: str) -> Op[list[BaseMessage]]:
+def messages(ctx: MemoryContext, session_id: str, query: str | None) -> Op[list[BaseMessage]]:
     """The context for a model (see ``ConversationMemory.get_messages``)."""
-    return render_window(ctx, (yield from message_window(ctx, session_id)))
+    query = recall.check_query(query)
+    window = yield from message_window(ctx, session_id)
+    return (yield from render_window(ctx, session_id, window, query))
 
 
-def context_text(ctx: MemoryContext, session_id: str) -> Op[str]:
+def context_text(ctx: MemoryContext, session_id: str, query: str | None) -> Op[str]:
     """The context as text (see ``ConversationMemory.get_context_for_llm``)."""
+    query = recall.check_query(query)
     empty: Window = ([], [])
-    window = yield from read_session(ctx, session_id, _window, empty)
-    return render_text(*window, max_tokens=ctx.config.max_tokens, counter=ctx.counter)
+    summaries, active = yield from read_session(ctx, session_id, _window, empty)
+
+    def render(summaries: list[MemorySummary], active: list[MemoryEntry], budget: int) -> str:
+        return render_text(summaries, active, max_tokens=budget, counter=ctx.counter)
+
+    return (yield from recall.text_with_recall(ctx, session_id, summaries, active, query, render))
 
 
 def _active(conn: Connection, session: SessionRecord) -> list[MemoryEntry]:

@@ -47,6 +47,7 @@ from . import feed
 from .compress import Planned, auto_compress, compression_due, plan_compression
 from .embed import queue_entries
 from .read import MessageWindow, message_window, render_window
+from .recall import check_query
 
 __all__ = [
     "add_context",
@@ -329,8 +330,10 @@ def add_turn(
     messages: Sequence[BaseMessage],
     skip_existing: bool,
     expected_last_id: str | None = None,
+    query: str | None = None,
 ) -> Op[list[BaseMessage]]:
-    """Store a model turn and read the next context (``add_and_get_messages``).
+    """Store a model turn and read the next context (``add_and_get_messages``), with
+    what ``query`` (default: the newest human message) recalls.
 
     With ``expected_last_id`` the messages are appended only if the session's newest
     stored message still has that id, checked under the session's lock: a caller
@@ -338,6 +341,7 @@ def add_turn(
     that id) never stores a turn another writer's append made stale. Otherwise
     :class:`StaleContext` is raised and nothing is written. Messages that are all
     stored already (``skip_existing``) are no append, and pass."""
+    query = check_query(query)
     entries, window = yield from add_messages(
         ctx,
         session_id,
@@ -357,7 +361,7 @@ def add_turn(
                 f"failed: {exc}; read it with get_messages",
                 entries=entries,
             ) from exc
-    return render_window(ctx, window)
+    return (yield from render_window(ctx, session_id, window, query))
 
 
 def add_tool_call(

@@ -179,10 +179,10 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     @staticmethod
     def _default_trigger(memory: ConversationMemory) -> Trigger:
         """The trigger the memory's own config implies."""
-        trigger: Trigger = [("tokens", memory.config.max_tokens)]
-        if memory.config.max_entries is not None:
-            trigger.append(("messages", memory.config.max_entries))
-        return trigger
+        most = memory.config.max_entries
+        if most is None:  # only tokens trigger compression
+            return [("tokens", memory.config.max_tokens)]
+        return [("tokens", memory.config.max_tokens), ("messages", most)]
 
     def _session_id(self) -> str:
         """The session of the running agent invocation."""
@@ -273,14 +273,15 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._record(session_id, messages)
         if not self._triggered(messages):
             return None
-        active = self._active(self.memory.get_messages(session_id))
+        # query="": the state replaced here outlives this call, so no recalled block.
+        active = self._active(self.memory.get_messages(session_id, query=""))
         try:
             self.memory.compress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
             # The context tiermem renders still fits max_tokens: it leaves out the
             # oldest messages (stored, compressed later) instead of summarizing them.
             logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
-        return self._replacement(messages, self.memory.get_messages(session_id))
+        return self._replacement(messages, self.memory.get_messages(session_id, query=""))
 
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
@@ -299,12 +300,12 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         await self._arecord(session_id, messages)
         if not self._triggered(messages):
             return None
-        active = self._active(await self.memory.aget_messages(session_id))
+        active = self._active(await self.memory.aget_messages(session_id, query=""))
         try:
             await self.memory.acompress(session_id, force=True, keep=self._keep_last(active))
         except _RECOVERABLE as exc:
             logger.warning("tiermem compression failed; the turn goes on within budget: %s", exc)
-        return self._replacement(messages, await self.memory.aget_messages(session_id))
+        return self._replacement(messages, await self.memory.aget_messages(session_id, query=""))
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the model's answer as soon as it exists.

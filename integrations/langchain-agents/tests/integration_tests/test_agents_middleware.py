@@ -60,7 +60,7 @@ def _drive(
         assert_provider_valid(state)
         assert state[-1].id == f"ai_{turn}_answer"
         if check_sync:
-            assert _ids(state) == _ids(memory.get_messages(session))
+            assert _ids(state) == _ids(memory.get_messages(session, query=""))
     return model
 
 

@@ -1,0 +1,213 @@
+"""Recall: the kept originals most relevant to a query, brought into a context.
+
+A read (``get_messages``, ``add_and_get_messages``, ``get_context_for_llm``) recalls
+with its ``query`` (by default the newest human message) when ``recall_share`` is
+set and something is out of view: compressed entries of the session or, with
+``recall_scope="project"``, the project's other sessions. The search is the
+memory's own (BM25, fused with similarity when the memory has embeddings), run in
+a read of its own after the context's; a plain read of a session with nothing
+compressed does no search at all. What is chosen is shown as one block at the
+current-turn boundary (see :mod:`tiermem._core.recall_block`), within the budget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from .._core.budget import WindowEntry
+from .._core.context import MemoryContext
+from .._core.recall_block import (
+    RECALL_HEADER,
+    Recalled,
+    block_budget,
+    choose,
+    insert_block,
+    line,
+    newest_question,
+    recall_message,
+    recall_section,
+)
+from .._core.render import SUMMARY_HEADER, SummaryText, render_messages
+from .._core.runner import Op
+from .._storage import fts
+from .._storage.database import Connection
+from .._storage.search import search_entries, with_windows
+from ..errors import InvalidArgument, TiermemError
+from ..types import MemoryEntry, MemorySummary, SearchHit
+from .embed import query_vector
+
+__all__ = ["check_query", "recall", "render_recalled", "text_with_recall"]
+
+logger = logging.getLogger(__name__)
+
+#: Hits read for a recall: the block rarely holds more.
+_POOL = 40
+#: Renders the text context within a number of tokens.
+TextRenderer = Callable[[list[MemorySummary], list[MemoryEntry], int], str]
+
+
+def _wanted(ctx: MemoryContext, summaries: object, query: str | None) -> bool:
+    """Whether a read recalls at all: a share is set, the query is not ``""``, and
+    something is out of view (a summary stands for compressed entries)."""
+    config = ctx.config
+    return bool(
+        config.recall_share and query != "" and (summaries or config.recall_scope == "project")
+    )
+
+
+def check_query(query: object) -> str | None:
+    """``query`` if it is a str or ``None``.
+
+    Raises:
+        InvalidArgument: for anything else.
+    """
+    if query is not None and not isinstance(query, str):
+        raise InvalidArgument(f"query must be a str or None, got {type(query).__name__}")
+    return query
+
+
+def recall(
+    ctx: MemoryContext,
+    session_id: str,
+    query: str | None,
+    summaries: list[SummaryText] | list[MemorySummary],
+    entries: list[WindowEntry],
+    budget: int,
+) -> Op[Recalled | None]:
+    """The entries to recall for ``query`` (default: the newest human message of
+    ``entries``) within ``budget`` tokens of block, or ``None`` when there is
+    nothing to search or no room."""
+    config = ctx.config
+    text = newest_question(entries) if query is None else query
+    project_wide = config.recall_scope == "project"
+    if budget <= 0 or not text.strip() or not (summaries or project_wide):
+        return None
+    vector = yield from query_vector(ctx, text)
+    embedder, now = ctx.embedder, ctx.now()
+    scope = None if project_wide else session_id
+    counter = ctx.counter
+    limit = max(budget // 2, 16)
+
+    def work(conn: Connection) -> Recalled:
+        fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
+        if vector is None or embedder is None:
+            hits = search_entries(
+                conn, ctx.project, text, scope, _POOL, now=now, policy=config.tier_policy
+            )
+        else:
+            from .._storage import hybrid  # numpy: only for a memory with embeddings
+
+            dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
+            hits = hybrid.search_entries(
+                conn,
+                ctx.project,
+                text,
+                scope,
+                _POOL,
+                now=now,
+                policy=config.tier_policy,
+                dense_query=dense,
+            )
+        hits = [hit for hit in hits if _out_of_view(hit.entry, session_id)]
+        if config.recall_window:
+            hits = with_windows(conn, ctx.project, hits, config.recall_window)
+        return choose(
+            _candidates(hits, session_id, limit, ctx),
+            budget,
+            lambda lines: counter.count_message(HumanMessage("\n".join([RECALL_HEADER, *lines]))),
+            counter.count_text,
+        )
+
+    on_pg = ctx.database.is_postgres
+    try:
+        recalled = yield from ctx.transact(work, write=not on_pg, snapshot=on_pg)
+    except TiermemError as exc:
+        # The context is whole without it: a failed recall costs the block only
+        # (and never fails a turn whose append committed).
+        logger.warning(
+            "recall for %r failed; the context has no recalled block: %s", session_id, exc
+        )
+        return None
+    return recalled if recalled.ids else None
+
+
+def _out_of_view(entry: MemoryEntry, session_id: str) -> bool:
+    return entry.compressed or entry.session_id != session_id
+
+
+def _candidates(
+    hits: list[SearchHit], session_id: str, limit: int, ctx: MemoryContext
+) -> list[tuple[MemoryEntry, str]]:
+    """Each hit, then its neighbours out of view, best hit first, each entry once."""
+    seen: set[int] = set()
+    out: list[tuple[MemoryEntry, str]] = []
+    for hit in hits:
+        around = sorted(hit.window, key=lambda e: abs(e.seq - hit.entry.seq)) or [hit.entry]
+        for entry in around:
+            if entry.id in seen or not _out_of_view(entry, session_id):
+                continue
+            seen.add(entry.id)
+            out.append((entry, line(entry, session_id, limit, ctx.counter)))
+    return out
+
+
+def render_recalled(
+    ctx: MemoryContext,
+    session_id: str,
+    window: tuple[list[SummaryText], list[WindowEntry]],
+    query: str | None,
+) -> Op[list[BaseMessage]]:
+    """``window`` as the context a model gets, with the recalled block (if any) just
+    before the newest human message, all within ``max_tokens``."""
+    summaries, entries = window
+    config, counter = ctx.config, ctx.counter
+    if not _wanted(ctx, summaries, query):  # the plain read, unchanged
+        return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    budget = block_budget(
+        config.max_tokens,
+        config.recall_share,
+        counter,
+        [s.token_count for s in summaries],
+        entries,
+        SUMMARY_HEADER + "\n",
+    )
+    recalled = yield from recall(ctx, session_id, query, summaries, entries, budget)
+    if recalled is None:
+        return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    block = recall_message(recalled)
+    rest = config.max_tokens - counter.count_message(block)
+    return insert_block(
+        render_messages(summaries, entries, max_tokens=rest, counter=counter), block
+    )
+
+
+def text_with_recall(
+    ctx: MemoryContext,
+    session_id: str,
+    summaries: list[MemorySummary],
+    entries: list[MemoryEntry],
+    query: str | None,
+    render: TextRenderer,
+) -> Op[str]:
+    """The text context with a recalled section at its end, within ``max_tokens``."""
+    config, counter = ctx.config, ctx.counter
+    if not _wanted(ctx, summaries, query):  # the plain read, unchanged
+        return render(summaries, entries, config.max_tokens)
+    window = [WindowEntry(e.message, e.token_count, e.pinned) for e in entries]
+    summary_tokens = [s.token_count for s in summaries]
+    budget = block_budget(
+        config.max_tokens, config.recall_share, counter, summary_tokens, window, ""
+    )
+    recalled = yield from recall(ctx, session_id, query, summaries, window, budget)
+    if recalled is None:
+        return render(summaries, entries, config.max_tokens)
+    section = recall_section(recalled.lines)
+    rest = config.max_tokens - counter.count_text(section) - 1
+    for margin in (0, 8, 32):  # joining may tokenize a little differently: recount
+        whole = render(summaries, entries, rest - margin) + "\n\n" + section
+        if counter.count_text(whole) <= config.max_tokens:
+            return whole
+    return render(summaries, entries, config.max_tokens)
