@@ -136,3 +136,19 @@ def test_the_head_bound_is_never_below_the_exact_count(texts: list[str]) -> None
     exact = head_tokens(COUNTER, summary_message(summaries))
     bound = head_upper_bound(COUNTER, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
     assert exact <= bound
+
+
+def test_the_guard_moves_its_cut_in_large_steps() -> None:
+    """A conversation growing at its end keeps the same first message for many turns:
+    the cut falls only where the running total of older messages crosses a quarter
+    of the budget, so the omitted count (and the prefix) changes rarely."""
+    messages = [entry(HumanMessage(f"message {i} " + "word " * 20)) for i in range(200)]
+    firsts, counts = [], []
+    for length in range(60, 200):
+        out = render_messages([], messages[:length], max_tokens=1_000, counter=COUNTER)
+        assert COUNTER.count_messages(out) <= 1_000
+        firsts.append(out[1].content)
+        counts.append(out[0].additional_kwargs[OMITTED_MARKER])
+    changes = sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if a != b)
+    assert changes <= len(firsts) // 8  # about every quarter budget (10 messages)
+    assert counts == sorted(counts)

@@ -117,8 +117,14 @@ def fit_units(
     summaries: int,
     max_tokens: int,
     total: Callable[[Fitted], int],
+    step: int = 0,
 ) -> Fitted:
     """Choose what a context keeps so that ``total(choice) <= max_tokens``.
+
+    With ``step``, the cut moves in steps of about that many tokens of the oldest
+    unpinned messages: it falls only where their running total crosses a multiple
+    of ``step``, so a conversation growing at its end keeps the same cut (and the
+    same prefix a prompt cache can serve) for many turns.
 
     Args:
         unit_costs: the tokens of each unit (see :func:`group_units`).
@@ -146,6 +152,8 @@ def fit_units(
         while start > 0 and unit_costs[free[start - 1]] <= room:
             start -= 1
             room -= unit_costs[free[start]]
+        if step > 0 and start > 0:
+            start = _anchor([unit_costs[index] for index in free], start, step)
         while True:
             choice = _choice(
                 fixed, free[start:], free[:start], unit_sizes, summaries, kept_summaries
@@ -159,6 +167,20 @@ def fit_units(
     bare = Fitted(fixed, 0, 0, 0)
     marked = _choice(fixed, [], free, unit_sizes, summaries, 0)
     return marked if total(marked) <= max_tokens else bare
+
+
+def _anchor(costs: Sequence[int], start: int, step: int) -> int:
+    """The first cut at or after ``start`` where the running total of ``costs`` (oldest
+    first) crosses a multiple of ``step``; ``len(costs)`` when there is none."""
+    running = sum(costs[:start])
+    if start == 0 or (running - costs[start - 1]) // step != running // step:
+        return start
+    for position in range(start, len(costs)):
+        before = running
+        running += costs[position]
+        if before // step != running // step:
+            return position + 1
+    return len(costs)
 
 
 def check_pinned(unit_costs: Sequence[int], pinned: Sequence[bool], max_tokens: int) -> None:

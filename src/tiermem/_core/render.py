@@ -24,8 +24,8 @@ from .budget import (
     system_head,
 )
 from .current_turn import current_units, shrink
-from .recall_block import RECALL_MARKER
 from .messages import SUMMARY_MARKER, render_text, tool_call_ids, without_idless_calls
+from .recall_block import RECALL_MARKER
 
 __all__ = [
     "MISSING_RESULT_MARKER",
@@ -211,10 +211,21 @@ def render_messages(
             for i, message in zip(chosen, cut, strict=True):
                 ordered[i] = message
             unit_costs = [sum(cost(ordered[i]) for i in unit) for unit in units]
-    choice = fit_units(unit_costs, sizes, kept, len(ids), max_tokens, total)
+    choice = fit_units(unit_costs, sizes, kept, len(ids), max_tokens, total, cut_step(max_tokens))
     first = head(choice)
     kept_messages = [ordered[i] for index in choice.units for i in units[index]]
     return ([first] if first is not None else []) + kept_messages
+
+
+#: The share of the budget by which the guard moves its cut (see ``fit_units``).
+CUT_STEP = 0.25
+
+
+def cut_step(max_tokens: int) -> int:
+    """Tokens of the oldest messages left out or brought back at once when the budget
+    guard moves its cut: large steps keep the context's prefix, which a provider's
+    prompt cache serves, the same from turn to turn."""
+    return int(max_tokens * CUT_STEP)
 
 
 def _summary_body(texts: Sequence[str]) -> str:
@@ -280,6 +291,7 @@ def context_text(
         count,
         max_tokens,
         lambda choice: counter.count_text(render(choice)),
+        cut_step(max_tokens),
     )
     return render(choice)
 

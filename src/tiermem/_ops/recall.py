@@ -179,6 +179,10 @@ def render_recalled(
         return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
     block = recall_message(recalled)
     rest = config.max_tokens - counter.count_message(block)
+    if budget <= int(config.recall_share * config.max_tokens):
+        # The context is cut for the block by its budget, not by its size, which
+        # changes with every question: the cut (and the cached prefix) stays put.
+        rest = config.max_tokens - budget
     return insert_block(
         render_messages(summaries, entries, max_tokens=rest, counter=counter), block
     )
