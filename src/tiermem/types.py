@@ -78,7 +78,8 @@ class MemoryConfig(_KeywordChecked):
         recent_window: the newest active entries never compressed.
         recall_share: the share of ``max_tokens`` a read may give to recalled
             entries (more when the context leaves more unused; 0: never recall).
-        recall_window: the neighbouring entries a recalled hit brings on each side.
+        recall_window: the neighbouring entries a recalled hit brings on each side
+            (0: the hits alone, which leaves room for more of them).
         recall_scope: ``"session"`` recalls compressed entries of the session read;
             ``"project"`` also the project's other sessions.
         min_entries_to_compress: an automatic compression needs at least this many.
@@ -122,7 +123,7 @@ class MemoryConfig(_KeywordChecked):
     max_entries: int | None = None
     recent_window: int = 10
     recall_share: float = 0.3
-    recall_window: int = 1
+    recall_window: int = 0
     recall_scope: str = "session"
     min_entries_to_compress: int = 5
     auto_compress: bool = True

@@ -83,16 +83,16 @@ def test_an_explicit_query_recalls_and_an_empty_one_or_no_share_does_not(
 
 
 def test_a_hit_brings_its_neighbouring_turn(make_memory: MemoryFactory) -> None:
-    """With recall_window=1 (the default) the assistant's answer next to the user's
-    fact comes too; with 0 only the hit."""
+    """With recall_window=1 the assistant's answer next to the user's fact comes too;
+    with 0 (the default) only the hit."""
     memory = _memory(make_memory)
     _talk(memory)
+    _, alone = _block(memory.get_messages("s", query="moved in 2019"))
+    assert FACT in str(alone.content) and "Noted: Ana" not in str(alone.content)
+    memory.update_config(recall_window=1)
     _, block = _block(memory.get_messages("s", query="moved in 2019"))
     assert FACT in str(block.content)
     assert "assistant: Noted: Ana lives in Lisbon" in str(block.content)
-    memory.update_config(recall_window=0)
-    _, alone = _block(memory.get_messages("s", query="moved in 2019"))
-    assert FACT in str(alone.content) and "Noted: Ana" not in str(alone.content)
 
 
 def test_add_and_get_messages_text_and_history_recall_too(make_memory: MemoryFactory) -> None:
