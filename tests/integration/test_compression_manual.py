@@ -101,12 +101,13 @@ def test_summary_record_and_lossless_originals(
 
 
 def test_get_messages_is_summary_then_active(make_memory: MemoryFactory) -> None:
-    """get_messages is one system message with the summary, then the active entries."""
+    """get_messages (without recall: query="") is one system message with the summary, then
+    the active entries."""
     memory = make_memory(config=MANUAL, summarizer=FakeSummarizer())
     fill(memory)
     result = memory.compress("s", force=True)
     assert result is not None
-    messages = memory.get_messages("s")
+    messages = memory.get_messages("s", query="")
     head = messages[0]
     assert isinstance(head, SystemMessage) and is_summary_message(head)
     assert head.content == f"{SUMMARY_HEADER}\n{result.summary.content}"
