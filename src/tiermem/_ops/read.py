@@ -21,11 +21,11 @@ from .._core.messages import validate_session_id
 from .._core.render import context_text as render_text
 from .._core.runner import Op
 from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
-from .._storage import fts, store
+from .._storage import store
 from .._storage import summaries as summary_rows
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
-from .._storage.search import search_entries, with_windows
+from .._storage.search import with_windows
 from ..errors import InvalidArgument
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
 from . import feed, recall
@@ -209,32 +209,11 @@ def search(
         raise InvalidArgument("query must be a str")
     limit = min(check_int("limit", limit, minimum=1), MAX_SQL_INT)
     window = check_int("window", window, minimum=0, maximum=MAX_WINDOW)
-    now, policy = ctx.now(), ctx.config.tier_policy
+    now = ctx.now()
     vector = yield from query_vector(ctx, query)
-    embedder = ctx.embedder
 
     def work(conn: Connection) -> list[SearchHit]:
-        # Entries are indexed in batches on SQLite: index the pending ones first,
-        # so a search sees every committed entry.
-        fts.flush(conn)
-        if vector is None or embedder is None:
-            hits = search_entries(
-                conn, ctx.project, query, session_id, limit, now=now, policy=policy
-            )
-        else:
-            from .._storage import hybrid  # numpy: only for a memory with embeddings
-
-            dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
-            hits = hybrid.search_entries(
-                conn,
-                ctx.project,
-                query,
-                session_id,
-                limit,
-                now=now,
-                policy=policy,
-                dense_query=dense,
-            )
+        hits = recall.find(ctx, conn, query, session_id, limit, vector, now)
         return with_windows(conn, ctx.project, hits, window)
 
     # Counts, candidates and rows are read by separate statements: one snapshot.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -39,7 +40,7 @@ from ..errors import InvalidArgument, TiermemError
 from ..types import MemoryEntry, MemorySummary, SearchHit
 from .embed import query_vector
 
-__all__ = ["check_query", "recall", "render_recalled", "text_with_recall"]
+__all__ = ["check_query", "find", "recall", "render_recalled", "text_with_recall"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,31 +87,13 @@ def recall(
     if budget <= 0 or not text.strip() or not (summaries or project_wide):
         return None
     vector = yield from query_vector(ctx, text)
-    embedder, now = ctx.embedder, ctx.now()
+    now = ctx.now()
     scope = None if project_wide else session_id
     counter = ctx.counter
     limit = max(budget // 2, 16)
 
     def work(conn: Connection) -> Recalled:
-        fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
-        if vector is None or embedder is None:
-            hits = search_entries(
-                conn, ctx.project, text, scope, _POOL, now=now, policy=config.tier_policy
-            )
-        else:
-            from .._storage import hybrid  # numpy: only for a memory with embeddings
-
-            dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
-            hits = hybrid.search_entries(
-                conn,
-                ctx.project,
-                text,
-                scope,
-                _POOL,
-                now=now,
-                policy=config.tier_policy,
-                dense_query=dense,
-            )
+        hits = find(ctx, conn, text, scope, _POOL, vector, now)
         hits = [hit for hit in hits if _out_of_view(hit.entry, session_id)]
         if config.recall_window:
             hits = with_windows(conn, ctx.project, hits, config.recall_window)
@@ -132,6 +115,29 @@ def recall(
         )
         return None
     return recalled if recalled.ids else None
+
+
+def find(
+    ctx: MemoryContext,
+    conn: Connection,
+    query: str,
+    session_id: str | None,
+    limit: int,
+    vector: bytes | None,
+    now: datetime,
+) -> list[SearchHit]:
+    """The memory's search in ``conn``: BM25, fused with similarity to ``vector`` when
+    the memory has embeddings; entries pending indexing are indexed first."""
+    fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
+    policy, embedder = ctx.config.tier_policy, ctx.embedder
+    if vector is None or embedder is None:
+        return search_entries(conn, ctx.project, query, session_id, limit, now=now, policy=policy)
+    from .._storage import hybrid  # numpy: only for a memory with embeddings
+
+    dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
+    return hybrid.search_entries(
+        conn, ctx.project, query, session_id, limit, now=now, policy=policy, dense_query=dense
+    )
 
 
 def _out_of_view(entry: MemoryEntry, session_id: str) -> bool:
