@@ -169,3 +169,20 @@ def test_recall_uses_embeddings_when_the_memory_has_them(make_memory: MemoryFact
     memory.embed_missing()
     _, block = _block(memory.get_messages("s", query="croissants?"))
     assert FACT in str(block.content)
+
+
+def test_what_the_budget_left_out_is_recalled_when_compression_fails(
+    make_memory: MemoryFactory,
+) -> None:
+    """Every compression fails, so the guard leaves the oldest entries out; asking
+    about one brings it back (it is active, but out of view)."""
+    memory = make_memory(config=CONFIG, summarizer=FakeSummarizer(mode="raise"))
+    _talk(memory)
+    assert memory.get_stats("s").compressed_entries == 0
+    memory.add_user_message("s", "Which bakery does my sister work at?")
+    messages = memory.get_messages("s")
+    assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
+    _, block = _block(messages)
+    assert FACT in str(block.content)
+    shown = [m for m in messages if RECALL_MARKER not in m.additional_kwargs]
+    assert not any(FACT == m.content for m in shown)  # recalled, not shown twice

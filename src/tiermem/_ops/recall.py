@@ -18,7 +18,7 @@ from datetime import datetime
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from .._core.budget import WindowEntry
+from .._core.budget import OMITTED_MARKER, WindowEntry, head_upper_bound
 from .._core.context import MemoryContext
 from .._core.recall_block import (
     RECALL_HEADER,
@@ -33,7 +33,7 @@ from .._core.recall_block import (
 )
 from .._core.render import SUMMARY_HEADER, SummaryText, render_messages
 from .._core.runner import Op
-from .._storage import fts
+from .._storage import fts, store
 from .._storage.database import Connection
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument, TiermemError
@@ -50,12 +50,15 @@ _POOL = 40
 TextRenderer = Callable[[list[MemorySummary], list[MemoryEntry], int], str]
 
 
-def _wanted(ctx: MemoryContext, summaries: object, query: str | None) -> bool:
+def _wanted(ctx: MemoryContext, summaries: object, query: str | None, over: bool) -> bool:
     """Whether a read recalls at all: a share is set, the query is not ``""``, and
-    something is out of view (a summary stands for compressed entries)."""
+    something may be out of view (a summary stands for compressed entries; ``over``:
+    the context is cut to its budget)."""
     config = ctx.config
     return bool(
-        config.recall_share and query != "" and (summaries or config.recall_scope == "project")
+        config.recall_share
+        and query != ""
+        and (summaries or over or config.recall_scope == "project")
     )
 
 
@@ -77,14 +80,17 @@ def recall(
     summaries: list[SummaryText] | list[MemorySummary],
     entries: list[WindowEntry],
     budget: int,
+    left_out: int = 0,
 ) -> Op[Recalled | None]:
     """The entries to recall for ``query`` (default: the newest human message of
     ``entries``) within ``budget`` tokens of block, or ``None`` when there is
-    nothing to search or no room."""
+    nothing to search or no room. Out of view are the compressed entries, the
+    ``left_out`` oldest active ones the budget cut from the context and, with
+    ``recall_scope="project"``, other sessions' entries."""
     config = ctx.config
     text = newest_question(entries) if query is None else query
     project_wide = config.recall_scope == "project"
-    if budget <= 0 or not text.strip() or not (summaries or project_wide):
+    if budget <= 0 or not text.strip() or not (summaries or project_wide or left_out):
         return None
     vector = yield from query_vector(ctx, text)
     now = ctx.now()
@@ -94,11 +100,12 @@ def recall(
 
     def work(conn: Connection) -> Recalled:
         hits = find(ctx, conn, text, scope, _POOL, vector, now)
-        hits = [hit for hit in hits if _out_of_view(hit.entry, session_id)]
+        cut = store.left_out_until(conn, ctx.project, session_id, left_out)
+        hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
         if config.recall_window:
             hits = with_windows(conn, ctx.project, hits, config.recall_window)
         return choose(
-            _candidates(hits, session_id, limit, ctx),
+            _candidates(hits, session_id, cut, limit, ctx),
             budget,
             lambda lines: counter.count_message(HumanMessage("\n".join([RECALL_HEADER, *lines]))),
             counter.count_text,
@@ -140,12 +147,18 @@ def find(
     )
 
 
-def _out_of_view(entry: MemoryEntry, session_id: str) -> bool:
-    return entry.compressed or entry.session_id != session_id
+def _out_of_view(entry: MemoryEntry, session_id: str, cut: int) -> bool:
+    """Compressed, left out by the budget (unpinned, at or before seq ``cut``), or of
+    another session."""
+    return (
+        entry.compressed
+        or entry.session_id != session_id
+        or (not entry.pinned and entry.seq <= cut)
+    )
 
 
 def _candidates(
-    hits: list[SearchHit], session_id: str, limit: int, ctx: MemoryContext
+    hits: list[SearchHit], session_id: str, cut: int, limit: int, ctx: MemoryContext
 ) -> list[tuple[MemoryEntry, str]]:
     """Each hit, then its neighbours out of view, best hit first, each entry once."""
     seen: set[int] = set()
@@ -153,7 +166,7 @@ def _candidates(
     for hit in hits:
         around = sorted(hit.window, key=lambda e: abs(e.seq - hit.entry.seq)) or [hit.entry]
         for entry in around:
-            if entry.id in seen or not _out_of_view(entry, session_id):
+            if entry.id in seen or not _out_of_view(entry, session_id, cut):
                 continue
             seen.add(entry.id)
             out.append((entry, line(entry, session_id, limit, ctx.counter)))
@@ -170,7 +183,9 @@ def render_recalled(
     before the newest human message, all within ``max_tokens``."""
     summaries, entries = window
     config, counter = ctx.config, ctx.counter
-    if not _wanted(ctx, summaries, query):  # the plain read, unchanged
+    whole = head_upper_bound(counter, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
+    over = whole + sum(entry.tokens for entry in entries) > config.max_tokens
+    if not _wanted(ctx, summaries, query, over):  # the plain read, unchanged
         return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
     budget = block_budget(
         config.max_tokens,
@@ -180,18 +195,16 @@ def render_recalled(
         entries,
         SUMMARY_HEADER + "\n",
     )
-    recalled = yield from recall(ctx, session_id, query, summaries, entries, budget)
+    # The context is cut for the block by its budget, not by its size, which changes
+    # with every question: the cut (and the prefix a cache serves) stays put.
+    shown = render_messages(
+        summaries, entries, max_tokens=config.max_tokens - budget, counter=counter
+    )
+    left_out = shown[0].additional_kwargs.get(OMITTED_MARKER, 0) if shown else 0
+    recalled = yield from recall(ctx, session_id, query, summaries, entries, budget, left_out)
     if recalled is None:
         return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
-    block = recall_message(recalled)
-    rest = config.max_tokens - counter.count_message(block)
-    if budget <= int(config.recall_share * config.max_tokens):
-        # The context is cut for the block by its budget, not by its size, which
-        # changes with every question: the cut (and the cached prefix) stays put.
-        rest = config.max_tokens - budget
-    return insert_block(
-        render_messages(summaries, entries, max_tokens=rest, counter=counter), block
-    )
+    return insert_block(shown, recall_message(recalled))
 
 
 def text_with_recall(
@@ -204,7 +217,7 @@ def text_with_recall(
 ) -> Op[str]:
     """The text context with a recalled section at its end, within ``max_tokens``."""
     config, counter = ctx.config, ctx.counter
-    if not _wanted(ctx, summaries, query):  # the plain read, unchanged
+    if not _wanted(ctx, summaries, query, over=False):  # the plain read, unchanged
         return render(summaries, entries, config.max_tokens)
     window = [WindowEntry(e.message, e.token_count, e.pinned) for e in entries]
     summary_tokens = [s.token_count for s in summaries]
