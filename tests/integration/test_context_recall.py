@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from tiermem import RECALL_MARKER, ConversationMemory, MemoryConfig, is_summary_message
+from tiermem._ops import recall
+from tiermem.errors import StorageError
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory
@@ -186,3 +189,22 @@ def test_what_the_budget_left_out_is_recalled_when_compression_fails(
     assert FACT in str(block.content)
     shown = [m for m in messages if RECALL_MARKER not in m.additional_kwargs]
     assert not any(FACT == m.content for m in shown)  # recalled, not shown twice
+
+
+def test_a_failed_recall_leaves_the_block_out_and_the_read_succeeds(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A storage error in the recall's own read costs the block only: the context is
+    the plain one, and a turn whose append committed is not reported as failed."""
+    memory = _memory(make_memory)
+    _talk(memory)
+
+    def broken(*args: object, **kwargs: object) -> list[object]:
+        raise StorageError("the search failed")
+
+    monkeypatch.setattr(recall, "find", broken)
+    memory.add_user_message("s", "Which bakery does Ana work at?")
+    assert memory.get_messages("s") == memory.get_messages("s", query="")
+    turn = memory.add_and_get_messages("s", [HumanMessage("And where does she live?")])
+    assert not any(RECALL_MARKER in m.additional_kwargs for m in turn)
+    assert memory.get_entries("s")[-1].content == "And where does she live?"
