@@ -25,6 +25,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("agents", "agents_side_by_side.py", []),
     ("mcp-startup", "mcp_startup.py", []),
     ("recall", "recall_bench.py", ["--dense"]),
+    ("context", "context_bench.py", []),
     ("chat-load", "chat_load.py", []),
     ("checkpointer", "checkpointer_bench.py", []),
 ]
@@ -36,6 +37,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "agents": ["--turns", "200"],
     "mcp-startup": ["--runs", "3"],
     "recall": ["--limit-questions", "100"],
+    "context": ["--limit-questions", "24", "--replay-turns", "150"],
     "chat-load": ["--conversations", "50", "--turns", "14"],
     "checkpointer": ["--turns", "100", "--marks", "25,50"],
 }

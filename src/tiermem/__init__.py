@@ -5,6 +5,8 @@ from __future__ import annotations
 from importlib import metadata
 
 from ._compression.policy import DEFAULT_SUMMARY_PROMPT
+from ._core.current_turn import TRUNCATED_MARKER
+from ._core.recall_block import RECALL_MARKER
 from ._core.render import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
 from ._storage.database import Database
 from ._storage.tables import create_tables
@@ -35,6 +37,8 @@ __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "MISSING_RESULT_MARKER",
     "OMITTED_MARKER",
+    "RECALL_MARKER",
+    "TRUNCATED_MARKER",
     "CompressionResult",
     "ContextMessages",
     "ConversationMemory",

@@ -493,6 +493,59 @@ def eval_retrieval(
     )
 
 
+@eval_app.command("context")
+def eval_context(
+    dataset: Annotated[Path, typer.Argument(help="A dataset JSON file (benchmarks/context/).")],
+    budgets: Annotated[
+        str, typer.Option(help="Token budgets, comma-separated.")
+    ] = "2000,4000,8000",
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help="Store to load into (a fresh project); default: SQLite."),
+    ] = None,
+    limit_questions: Annotated[
+        int | None, typer.Option(min=1, help="Ask only the first N questions.")
+    ] = None,
+    replay_turns: Annotated[
+        int, typer.Option(min=0, help="Turns of the prompt-cache replay (0: none).")
+    ] = 400,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    embeddings: Annotated[
+        str | None,
+        typer.Option(help="Give the memory these Embeddings (module:attribute, as for embed)."),
+    ] = None,
+) -> None:
+    """Load a labelled dataset at each token budget and judge the context each question
+    gets (evidence and answer in it, tokens), beside a plain buffer and "last 10 turns +
+    BM25"; then replay a conversation and count what a prompt cache could serve."""
+    from .evaluation import load_dataset  # only this command needs them
+    from .evaluation.context import run_context
+    from .evaluation.table import context_tables
+
+    with reported():
+        try:
+            sizes = [int(size) for size in budgets.split(",")]
+        except ValueError as error:
+            raise InvalidArgument(f"--budgets must be integers, got {budgets!r}") from error
+        if not sizes or min(sizes) < 1:
+            raise InvalidArgument("--budgets must be positive integers")
+        data = load_dataset(dataset)
+        extra = {} if embeddings is None else {"embeddings": load_embeddings(embeddings)}
+        report = run_context(
+            data,
+            budgets=sizes,
+            url=url,
+            limit_questions=limit_questions,
+            memory_kwargs=extra,
+            replay_turns=replay_turns,
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        return
+    for table in context_tables(report):
+        console.print(table)
+
+
 # ------------------------------------------------------------------ MCP server
 
 app.command("mcp")(mcp_command)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from ._core.render import is_summary_message
 from .errors import InvalidArgument
@@ -71,7 +71,11 @@ class TieredChatMessageHistory(BaseChatMessageHistory):
         """``messages`` with the summary message in ``summary_role``."""
         if self.summary_role == "system":
             return messages
-        return [_as_human_turn(m) if is_summary_message(m) else m for m in messages]
+        # The summary head only: the recalled block is a human message already.
+        return [
+            _as_human_turn(m) if isinstance(m, SystemMessage) and is_summary_message(m) else m
+            for m in messages
+        ]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store messages in one transaction."""

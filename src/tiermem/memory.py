@@ -217,10 +217,9 @@ class ConversationMemory:
     def add_message(
         self, session_id: str, message: BaseMessage, *, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
-        """Store any LangChain message; content blocks, tool calls, ids and
-        ``additional_kwargs`` round-trip exactly. ``InvalidContent`` for content that
-        cannot be stored exactly or a long id, ``EntryTooLarge`` for message and
-        ``metadata`` JSON over ``max_entry_chars``."""
+        """Store any LangChain message; content blocks, tool calls, ids and ``additional_kwargs``
+        round-trip exactly. ``InvalidContent`` for content that cannot be stored exactly or a
+        long id, ``EntryTooLarge`` for message and ``metadata`` JSON over ``max_entry_chars``."""
         return run(write.add_message(self._context, session_id, message, metadata))
 
     async def aadd_message(
@@ -232,8 +231,8 @@ class ConversationMemory:
     def add_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[MemoryEntry]:
-        """Store several messages in one transaction: all or none. ``skip_existing``
-        skips messages whose ``id`` the session holds (resuming never duplicates)."""
+        """Store several messages in one transaction: all or none. ``skip_existing`` skips
+        messages whose ``id`` the session holds (resuming never duplicates)."""
         return run(write.add_messages(self._context, session_id, list(messages), skip_existing))[0]
 
     async def aadd_messages(
@@ -251,9 +250,10 @@ class ConversationMemory:
         skip_existing: bool = False,
         expected_version: str | None = None,
         expected_last_id: str | None | EllipsisType = ...,
+        query: str | None = None,
     ) -> ContextMessages:
-        """:meth:`add_messages`, then :meth:`get_messages`, in one transaction
-        (unless a compression runs between them); returns the next context.
+        """:meth:`add_messages`, then :meth:`get_messages` (with ``query``), in one
+        transaction (unless a compression or a recall follows); the next context.
 
         Args:
             expected_version: append only if the session is still at the ``version``
@@ -266,7 +266,8 @@ class ConversationMemory:
                 after the compression they triggered failed (do not add them again).
         """
         expect = write.Expected(expected_version, expected_last_id)
-        return run(write.add_turn(self._context, session_id, list(messages), skip_existing, expect))
+        op = write.add_turn(self._context, session_id, list(messages), skip_existing, expect, query)
+        return run(op)
 
     async def aadd_and_get_messages(
         self,
@@ -276,10 +277,11 @@ class ConversationMemory:
         skip_existing: bool = False,
         expected_version: str | None = None,
         expected_last_id: str | None | EllipsisType = ...,
+        query: str | None = None,
     ) -> ContextMessages:
         """Async :meth:`add_and_get_messages`."""
         expect = write.Expected(expected_version, expected_last_id)
-        op = write.add_turn(self._context, session_id, list(messages), skip_existing, expect)
+        op = write.add_turn(self._context, session_id, list(messages), skip_existing, expect, query)
         return await arun(op)
 
     def add_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:
@@ -315,9 +317,8 @@ class ConversationMemory:
     def add_tool_result(
         self, session_id: str, tool_name: str, output: str, call_id: str | None = None
     ) -> MemoryEntry:
-        """Store a tool result answering ``call_id`` or, without one (``None`` or
-        ``""``), the oldest unanswered call of ``tool_name`` (``InvalidContent`` if no
-        such call is pending, or ``call_id`` is not a str)."""
+        """Store a tool result answering ``call_id`` or, without one (``None`` or ``""``), the
+        oldest unanswered call of ``tool_name`` (``InvalidContent`` if none is pending)."""
         return run(write.add_tool_result(self._context, session_id, tool_name, output, call_id))
 
     async def aadd_tool_result(
@@ -344,27 +345,28 @@ class ConversationMemory:
     clear_session, aclear_session = forgetting.clear_session, forgetting.aclear_session
     forget, aforget = forgetting.forget, forgetting.aforget
 
-    def get_messages(self, session_id: str) -> ContextMessages:
-        """The context for a model: the summaries as one system message, then the
-        active entries in order. It never holds more than ``max_tokens``: when
-        compression is behind, the oldest unpinned entries that do not fit are left
-        out (still stored) and the first system message says how many.
-        ``BudgetExceeded`` if pinned context alone is over ``max_tokens``."""
-        return run(read.messages(self._context, session_id))
+    def get_messages(self, session_id: str, *, query: str | None = None) -> ContextMessages:
+        """The context for a model, never over ``max_tokens``: the summaries as one system
+        message, the active entries in order (when compression is behind, the oldest that do
+        not fit are left out, still stored, and a system message says how many), and the
+        kept originals ``query`` (default: the newest human message; ``""``: none) recalls,
+        as one block before the newest human message (``recall_share``). ``BudgetExceeded``
+        if pinned context alone is over ``max_tokens``."""
+        return run(read.messages(self._context, session_id, query))
 
-    async def aget_messages(self, session_id: str) -> ContextMessages:
+    async def aget_messages(self, session_id: str, *, query: str | None = None) -> ContextMessages:
         """Async :meth:`get_messages`."""
-        return await arun(read.messages(self._context, session_id))
+        return await arun(read.messages(self._context, session_id, query))
 
-    def get_context_for_llm(self, session_id: str) -> str:
-        """The context as text: "=== Previous Conversation Summaries ===" with
-        time ranges, then "=== Recent Conversation ===", within ``max_tokens`` by
+    def get_context_for_llm(self, session_id: str, *, query: str | None = None) -> str:
+        """The context as text: "=== Previous Conversation Summaries ===" with time ranges,
+        "=== Recent Conversation ===" and what ``query`` recalls, within ``max_tokens`` by
         :meth:`TokenCounter.count_text` (cut as :meth:`get_messages` is)."""
-        return run(read.context_text(self._context, session_id))
+        return run(read.context_text(self._context, session_id, query))
 
-    async def aget_context_for_llm(self, session_id: str) -> str:
+    async def aget_context_for_llm(self, session_id: str, *, query: str | None = None) -> str:
         """Async :meth:`get_context_for_llm`."""
-        return await arun(read.context_text(self._context, session_id))
+        return await arun(read.context_text(self._context, session_id, query))
 
     def get_active_entries(self, session_id: str) -> list[MemoryEntry]:
         """Entries not covered by a summary, in order."""
@@ -444,10 +446,10 @@ class ConversationMemory:
     def compress(
         self, session_id: str, force: bool = False, *, keep: int | None = None
     ) -> CompressionResult | None:
-        """Summarize the oldest active entries now (without ``force``, only when the
-        session is over ``max_tokens`` or ``max_entries``); ``keep`` overrides
-        ``recent_window``. Returns ``None`` when there is nothing to compress; once a
-        round committed, a later round's failure is logged, not raised.
+        """Summarize the oldest active entries now: without ``force`` only when the session is
+        over ``max_tokens`` or ``max_entries``, and down to ``compress_to``; with it, all but
+        ``keep`` (default ``recent_window``). ``None`` when there is nothing to compress; once
+        a round committed, a later round's failure is logged, not raised.
 
         Raises:
             SummarizationError: the summarizer failed; every entry stays active.
@@ -463,10 +465,9 @@ class ConversationMemory:
         return await arun(compressing.compress(self._context, session_id, force=force, keep=keep))
 
     def track_access(self, session_id: str) -> SessionInfo:
-        """Record an access without reading: ``last_accessed`` becomes now,
-        ``access_count`` grows and the tier becomes ACTIVE (``tier_changed`` if it
-        was another). Returns the session as stored after the access;
-        ``SessionNotFound`` for an unknown session (or one pruned meanwhile)."""
+        """Record an access without reading: ``last_accessed`` becomes now, ``access_count``
+        grows and the tier becomes ACTIVE (``tier_changed`` if it was another). Returns the
+        session as stored after it; ``SessionNotFound`` for an unknown (or pruned) session."""
         return run(tiers.track(self._context, session_id))
 
     async def atrack_access(self, session_id: str) -> SessionInfo:
@@ -474,9 +475,9 @@ class ConversationMemory:
         return await arun(tiers.track(self._context, session_id))
 
     def load_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
-        """The project's sessions, most relevant first (ACTIVE, RECENT, then ARCHIVED,
-        each most recently accessed first; never EXPIRED), each load recorded as an
-        access; returns them as stored after it, with the tier they were loaded from."""
+        """The project's sessions, most relevant first (ACTIVE, RECENT, then ARCHIVED, each most
+        recently accessed first; never EXPIRED), each load recorded as an access; returns
+        them as stored after it, with the tier they were loaded from."""
         return run(tiers.load_context(self._context, limit))
 
     async def aload_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
@@ -490,12 +491,11 @@ class ConversationMemory:
         batch_size: int = DEFAULT_RECALC_BATCH,
         progress: Progress | None = None,
     ) -> int:
-        """Store the tier every session and stored layer item of ``project`` (default:
-        this memory's) has by its ``last_accessed``: set-based ``UPDATE`` statements
-        over id ranges of ``batch_size`` sessions or items, one transaction each,
-        ``tier_changed`` sent once per new tier after each session batch, and
-        ``progress(done, total)`` called; future accesses are clamped to now first.
-        Returns how many sessions and layer items changed tier."""
+        """Store the tier every session and stored layer item of ``project`` (default: this
+        memory's) has by its ``last_accessed``: set-based ``UPDATE`` statements over id ranges
+        of ``batch_size`` sessions or items, one transaction each, ``tier_changed`` sent once
+        per new tier after each session batch, and ``progress(done, total)`` called; future
+        accesses are clamped to now first. Returns how many sessions and items changed tier."""
         return run(tiers.recalculate(self._context, project, batch_size, progress))
 
     async def arecalculate_tiers(
@@ -537,14 +537,13 @@ class ConversationMemory:
         batch_size: int = DEFAULT_PRUNE_BATCH,
         progress: Progress | None = None,
     ) -> int:
-        """Delete this project's expired sessions (with their entries and summaries),
-        then its expired layer items and documents, ``batch_size`` per transaction,
-        oldest first (``pruned`` after each), then, without ``limit``, change-feed
-        events older than ``event_retention``; idempotent. An access that commits first saves a
-        session. ``limit`` caps the sessions and items (sessions first); ``dry_run``
-        only counts; ``progress(done, total)`` follows each batch. Returns the
-        number of sessions and items deleted (or, with ``dry_run``, that would be).
-        """
+        """Delete this project's expired sessions (with their entries and summaries), then its
+        expired layer items and documents, ``batch_size`` per transaction, oldest first
+        (``pruned`` after each), then, without ``limit``, change-feed events older than
+        ``event_retention``; idempotent. An access that commits first saves a session. ``limit``
+        caps the sessions and items (sessions first); ``dry_run`` only counts; ``progress(done,
+        total)`` follows each batch. Returns the number of sessions and items deleted (or, with
+        ``dry_run``, that would be)."""
         return run(tiers.prune(self._context, limit, dry_run, batch_size, progress))
 
     async def aprune_expired(
@@ -574,12 +573,12 @@ class ConversationMemory:
         overwrite: bool = False,
         session_id: str | None = None,
     ) -> str:
-        """Store an exported session (a ``SessionState`` or its JSON), validated first
-        (the doctor's structural rules, ``max_entry_chars``, what both backends can
-        store) and written all-or-nothing; ``overwrite`` replaces an existing session
-        of that id atomically, ``session_id`` imports under another id. Returns the
-        session id. ``ImportValidationError`` for invalid input or an existing
-        session; ``StorageBusy`` if other writers kept creating it meanwhile."""
+        """Store an exported session (a ``SessionState`` or its JSON), validated first (the
+        doctor's structural rules, ``max_entry_chars``, what both backends can store) and
+        written all-or-nothing; ``overwrite`` replaces an existing session of that id
+        atomically, ``session_id`` imports under another id. Returns the session id.
+        ``ImportValidationError`` for invalid input or an existing session; ``StorageBusy``
+        if other writers kept creating it meanwhile."""
         return run(transfer.import_session(self._context, state, overwrite, session_id))
 
     async def aimport_session(

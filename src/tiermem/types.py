@@ -67,10 +67,23 @@ class MemoryConfig(_KeywordChecked):
     """How a :class:`~tiermem.ConversationMemory` budgets and compresses.
 
     Attributes:
-        max_tokens: compress when the context (active entries plus summaries)
-            exceeds this many tokens.
-        max_entries: compress when more entries than this are active.
+        max_tokens: the hard limit of every context handed to a model, and the
+            high-water mark: compress when the context (active entries plus
+            summaries) exceeds this many tokens.
+        compress_to: the low-water mark, a share of ``max_tokens``: an automatic
+            compression summarizes only the oldest entries it must for the context
+            to fall to about ``compress_to * max_tokens``, so the context keeps as
+            many verbatim entries as fit there (never fewer than ``recent_window``)
+            and compressions are rare and deep.
+        max_entries: also compress when more entries than this are active (down to
+            ``compress_to`` of it); ``None`` (the default): only tokens count.
         recent_window: the newest active entries never compressed.
+        recall_share: the share of ``max_tokens`` a read may give to recalled
+            entries (more when the context leaves more unused; 0: never recall).
+        recall_window: the neighbouring entries a recalled hit brings on each side
+            (0: the hits alone, which leaves room for more of them).
+        recall_scope: ``"session"`` recalls compressed entries of the session read;
+            ``"project"`` also the project's other sessions.
         min_entries_to_compress: an automatic compression needs at least this many.
         auto_compress: compress automatically after ``add_*``.
         compression_ratio: target summary length as a share of its input.
@@ -111,8 +124,12 @@ class MemoryConfig(_KeywordChecked):
     """
 
     max_tokens: int = 50_000
-    max_entries: int = 100
+    compress_to: float = 0.6
+    max_entries: int | None = None
     recent_window: int = 10
+    recall_share: float = 0.3
+    recall_window: int = 0
+    recall_scope: str = "session"
     min_entries_to_compress: int = 5
     auto_compress: bool = True
     compression_ratio: float = 0.3
@@ -134,12 +151,23 @@ class MemoryConfig(_KeywordChecked):
 
     def __post_init__(self) -> None:
         _positive_int("max_tokens", self.max_tokens)
-        _positive_int("max_entries", self.max_entries)
+        if self.max_entries is not None:
+            _positive_int("max_entries", self.max_entries)
         _positive_int("recent_window", self.recent_window, minimum=0)
         _positive_int("min_entries_to_compress", self.min_entries_to_compress)
+        _positive_int("recall_window", self.recall_window, minimum=0)
+        if self.recall_window > 50:
+            raise InvalidArgument(f"recall_window must be at most 50, got {self.recall_window}")
+        share = self.recall_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1:
+            raise InvalidArgument(f"recall_share must be a number in [0, 1), got {share!r}")
+        if self.recall_scope not in ("session", "project"):
+            raise InvalidArgument(
+                f"recall_scope must be 'session' or 'project', got {self.recall_scope!r}"
+            )
         _positive_int("max_entry_chars", self.max_entry_chars)
         _positive_int("max_summarizer_input_tokens", self.max_summarizer_input_tokens)
-        for name in ("compression_ratio", "summary_share"):
+        for name in ("compression_ratio", "summary_share", "compress_to"):
             value = getattr(self, name)
             _positive_number(name, value)
             if value >= 1:

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
-from tiermem import is_summary_message
+from tiermem import RECALL_MARKER, is_summary_message
 
 #: Session-row columns a failed compression may change by design: it releases its
 #: claim and records the failure for the automatic trigger's backoff.
@@ -58,7 +58,11 @@ def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:
     """Fail unless ``messages`` is a valid chat-model input: at most one leading system
     summary, and every assistant tool call immediately followed by exactly its results
     (OpenAI's and Anthropic's rule), with no tool result anywhere else."""
-    summaries = [i for i, message in enumerate(messages) if is_summary_message(message)]
+    summaries = [
+        i
+        for i, message in enumerate(messages)
+        if is_summary_message(message) and RECALL_MARKER not in message.additional_kwargs
+    ]
     assert summaries in ([], [0]), f"summary messages at {summaries}"
     index = 0
     while index < len(messages):

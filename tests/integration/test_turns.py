@@ -69,7 +69,8 @@ def test_one_transaction_when_no_compression_follows(
 ) -> None:
     """Under budget, the store and the read commit together: one transaction, one
     recorded access. A compressing turn takes the claim in the append's transaction
-    and reads the context in the summary commit: two transactions, still one access."""
+    and reads the context in the summary commit, then recalls in a read of its own:
+    three transactions, still one access."""
     memory = make_memory(config=SMALL, summarizer=FakeSummarizer())
     memory.add_and_get_messages("s", exchange(0))
     before = memory.list_sessions()[0].access_count
@@ -84,7 +85,9 @@ def test_one_transaction_when_no_compression_follows(
         with commits(engine) as seen:
             context = memory.add_and_get_messages("s", exchange(turn))
         turn += 1
-    assert len(seen) == 2  # the append with the claim, the summary commit with the read
+    # The append with the claim, the summary commit with the read, and (summaries now
+    # standing for entries out of view) the recall's read.
+    assert len(seen) == 3
     assert memory.list_sessions()[0].access_count == accesses + 1
     assert context == memory.get_messages("s") and is_summary_message(context[0])
 
@@ -252,7 +255,7 @@ def test_a_summary_commit_that_fails_never_shows_its_summary(
     assert memory.get_stats("s").summaries == 0
     # The head message may only say how much the budget left out: no summary in it.
     assert not any(
-        is_summary_message(message) and message.additional_kwargs[SUMMARY_MARKER]
+        is_summary_message(message) and message.additional_kwargs.get(SUMMARY_MARKER)
         for message in context
     )
     assert context == memory.get_messages("s")

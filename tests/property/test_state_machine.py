@@ -171,9 +171,8 @@ class ModelSession:
         tokens = sum(self.summaries[i].tokens for i in top)
         active = [e for e in self.entries if e.summary is None]
         frame = FRAME_TOKENS + 2 * len(top) if top else 0
-        over = (
-            sum(e.tokens for e in active) + tokens + frame > config.max_tokens
-            or len(active) > config.max_entries
+        over = sum(e.tokens for e in active) + tokens + frame > config.max_tokens or (
+            config.max_entries is not None and len(active) > config.max_entries
         )
         mergeable = tokens > config.summary_share * config.max_tokens
         return len(top) >= 2 and (mergeable or over)

@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from tiermem import OMITTED_MARKER, TokenCounter, is_summary_message
 from tiermem._core.budget import WindowEntry, group_units, head_tokens, head_upper_bound
+from tiermem._core.current_turn import TRUNCATED_MARKER
 from tiermem._core.render import SUMMARY_HEADER, SummaryText, render_messages, summary_message
 from tiermem.errors import BudgetExceeded
 
@@ -57,11 +58,45 @@ def test_the_newest_messages_are_kept_and_the_marker_counts_the_rest() -> None:
     assert out[1:] == [e.message for e in entries[-(len(out) - 1) :]]
 
 
-def test_a_single_message_larger_than_the_budget_leaves_only_the_marker() -> None:
-    """A message that alone exceeds the budget is left out too."""
-    out = render_messages([], [entry(HumanMessage("word " * 500))], max_tokens=60, counter=COUNTER)
-    assert len(out) == 1 and out[0].additional_kwargs[OMITTED_MARKER] == 1
+def test_a_single_message_larger_than_the_budget_is_shown_truncated_never_dropped() -> None:
+    """A message that alone exceeds the budget is the question: it is shown cut,
+    with a marker giving its whole size, and the context fits."""
+    message = HumanMessage("start of the question " + "word " * 500)
+    out = render_messages([], [entry(message)], max_tokens=60, counter=COUNTER)
+    assert len(out) == 1 and isinstance(out[0], HumanMessage)
+    assert str(out[0].content).startswith("start of the question")
+    assert "truncated to fit the token budget" in str(out[0].content)
+    assert out[0].additional_kwargs[TRUNCATED_MARKER] == COUNTER.count_message(message)
     assert COUNTER.count_messages(out) <= 60
+    assert message.content == "start of the question " + "word " * 500  # not changed
+
+
+def test_the_newest_human_message_and_the_tool_exchange_in_progress_are_always_kept() -> None:
+    """Older messages give way, then the current turn is cut to fit; the note counts
+    only what is really left out, all of it earlier."""
+    older = [entry(AIMessage(f"older answer {i} " + "word " * 30)) for i in range(5)]
+    question = entry(HumanMessage("what is in the report? " + "detail " * 300))
+    exchange = [
+        entry(call("c1")),
+        entry(ToolMessage("report body " + "line " * 300, tool_call_id="c1")),
+    ]
+    out = render_messages([], [*older, question, *exchange], max_tokens=200, counter=COUNTER)
+    assert COUNTER.count_messages(out) <= 200
+    kinds = [type(message).__name__ for message in out]
+    assert kinds == ["SystemMessage", "HumanMessage", "AIMessage", "ToolMessage"]
+    assert out[0].additional_kwargs[OMITTED_MARKER] == 5
+    assert "5 earlier messages" in str(out[0].content)
+    assert str(out[1].content).startswith("what is in the report?")
+    assert str(out[3].content).startswith("report body")
+
+
+def test_a_fitting_current_turn_is_never_cut() -> None:
+    """Truncation is the last resort: when the current turn fits, older messages go
+    and the newest is shown whole."""
+    older = [entry(HumanMessage(f"old {i} " + "word " * 40)) for i in range(6)]
+    newest = entry(HumanMessage("the question " + "word " * 30))
+    out = render_messages([], [*older, newest], max_tokens=100, counter=COUNTER)
+    assert out[-1] is newest.message and COUNTER.count_messages(out) <= 100
 
 
 def test_summaries_are_left_out_oldest_first_when_they_alone_do_not_fit() -> None:
@@ -101,3 +136,19 @@ def test_the_head_bound_is_never_below_the_exact_count(texts: list[str]) -> None
     exact = head_tokens(COUNTER, summary_message(summaries))
     bound = head_upper_bound(COUNTER, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
     assert exact <= bound
+
+
+def test_the_guard_moves_its_cut_in_large_steps() -> None:
+    """A conversation growing at its end keeps the same first message for many turns:
+    the cut falls only where the running total of older messages crosses a quarter
+    of the budget, so the omitted count (and the prefix) changes rarely."""
+    messages = [entry(HumanMessage(f"message {i} " + "word " * 20)) for i in range(200)]
+    firsts, counts = [], []
+    for length in range(60, 200):
+        out = render_messages([], messages[:length], max_tokens=1_000, counter=COUNTER)
+        assert COUNTER.count_messages(out) <= 1_000
+        firsts.append(out[1].content)
+        counts.append(out[0].additional_kwargs[OMITTED_MARKER])
+    changes = sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if a != b)
+    assert changes <= len(firsts) // 8  # about every quarter budget (10 messages)
+    assert counts == sorted(counts)

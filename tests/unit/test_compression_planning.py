@@ -265,31 +265,47 @@ def test_conversation_rendering_uses_placeholders() -> None:
     assert "QUJD" not in text
 
 
-def test_heuristic_summary_format() -> None:
-    """The fallback summary follows the seed's format."""
+def test_heuristic_summary_keeps_the_informative_sentences_with_their_speakers() -> None:
+    """Extractive: names, numbers, dates, decisions, tool results and errors are kept
+    word for word, with the speaker, in order; greetings are not."""
     chosen = entries(
-        HumanMessage("How do I reset my password?"),
+        HumanMessage("hi"),
+        HumanMessage("My sister Ana lands in Lisbon on May 3 at 14:20."),
+        AIMessage("Hello! Sure."),
         call("c1"),
-        ToolMessage("Error: user not found", tool_call_id="c1", name="lookup_user"),
-        AIMessage("Let me try again."),
-        HumanMessage("Thanks, it works now"),
+        ToolMessage("Error: flight TP1234 not found", tool_call_id="c1", name="flights"),
+        AIMessage("We decided to book the Hotel Avenida for 4 nights."),
     )
-    assert heuristic_summary(chosen) == (
-        "[Previous conversation summary] 2 user messages, First: How do I reset my password?, "
-        "Last: Thanks, it works now, Tools used: lookup_user, 1 errors encountered"
-    )
+    text = heuristic_summary(chosen)
+    assert text.splitlines() == [
+        "User: My sister Ana lands in Lisbon on May 3 at 14:20.",
+        "Assistant called: t({})",
+        "Tool error (flights): Error: flight TP1234 not found",
+        "Assistant: We decided to book the Hotel Avenida for 4 nights.",
+    ]
+    assert heuristic_summary(chosen) == text  # deterministic
 
 
-def test_heuristic_summary_truncates_and_merges() -> None:
-    """Long messages are cut to 100 characters; merged summaries keep first and last."""
-    long = "x" * 300
-    assert heuristic_summary(entries(HumanMessage(long))) == (
-        f"[Previous conversation summary] 1 user messages, First: {'x' * 100}, Last: {'x' * 100}"
+def test_heuristic_summary_keeps_the_best_within_its_budget_and_merges_without_nesting() -> None:
+    """A small budget keeps the most informative sentence; a merge picks among the
+    summaries' sentences, with no header, and merging a merge adds none either."""
+    chosen = entries(
+        HumanMessage("I like tea. I moved to Oslo in 2019 with Maria and our dog Rex."),
+        AIMessage("That sounds nice."),
     )
-    merged = heuristic_summary([], ["first one", "middle", "last one"])
-    assert merged == (
-        "[Previous conversation summary] 3 earlier summaries, First: first one, Last: last one"
+    assert heuristic_summary(chosen, quote=80) == (
+        "User: I moved to Oslo in 2019 with Maria and our dog Rex."
     )
+    first = "User: I moved to Oslo in 2019.\nAssistant: That sounds nice."
+    second = "User: Maria starts at Equinor on June 2.\nTool result (calendar): June 2 is free"
+    merged = heuristic_summary([], [first, second], quote=200)
+    assert merged.splitlines() == [
+        "User: I moved to Oslo in 2019.",
+        "User: Maria starts at Equinor on June 2.",
+        "Tool result (calendar): June 2 is free",
+    ]
+    again = heuristic_summary([], [merged, "User: The lease ends on 30 September."], quote=500)
+    assert "summary" not in again.lower() and again.count("User: I moved to Oslo") == 1
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ def test_a_misspelt_setting_is_invalid_argument_naming_it(build: Any, message: s
 def test_settings_keep_their_defaults_copies_and_pickling() -> None:
     """Checking keywords leaves defaults, ``replace``, copies and pickling as they were."""
     config = MemoryConfig(max_tokens=1_000).replace(recent_window=3)
-    assert (config.max_tokens, config.recent_window, config.max_entries) == (1_000, 3, 100)
+    assert (config.max_tokens, config.recent_window, config.max_entries) == (1_000, 3, None)
     assert pickle.loads(pickle.dumps(config)) == config == copy.deepcopy(config)
     assert dataclasses.replace(config, max_entries=7).max_entries == 7
     assert not hasattr(config, "__dict__")

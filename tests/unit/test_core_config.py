@@ -12,10 +12,12 @@ from tiermem.errors import InvalidArgument
 
 
 def test_seed_defaults() -> None:
-    """The configuration defaults are the seed's."""
+    """The configuration defaults are the seed's, but for the limits that keep the
+    budget used: only tokens trigger compression, down to 60 % of the budget."""
     config = MemoryConfig()
     assert config.max_tokens == 50_000
-    assert config.max_entries == 100
+    assert config.max_entries is None and MemoryConfig(max_entries=100).max_entries == 100
+    assert config.compress_to == 0.6
     assert config.recent_window == 10
     assert config.min_entries_to_compress == 5
     assert config.auto_compress is True
@@ -40,6 +42,8 @@ def test_seed_defaults() -> None:
         {"compression_ratio": 1},
         {"compression_ratio": 1.5},
         {"summary_share": 0},
+        {"compress_to": 0},
+        {"compress_to": 1},
         {"summarizer_timeout": 0},
         {"summarizer_timeout": -1.0},
         {"claim_ttl": 0},

@@ -8,6 +8,8 @@ EXPECTED = [
     "DEFAULT_SUMMARY_PROMPT",
     "MISSING_RESULT_MARKER",
     "OMITTED_MARKER",
+    "RECALL_MARKER",
+    "TRUNCATED_MARKER",
     "CompressionResult",
     "ContextMessages",
     "ConversationMemory",

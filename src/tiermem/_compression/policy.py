@@ -17,7 +17,8 @@ from langchain_core.runnables import Runnable
 from .._core.messages import render_text, tool_call_ids
 from ..errors import InvalidArgument
 from ..tokens import TokenCounter
-from ..types import EntryType, MemoryConfig, MemoryEntry
+from ..types import MemoryConfig, MemoryEntry
+from .extractive import extract
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -89,14 +90,22 @@ def _safe_prefix(active: Sequence[MemoryEntry], length: int) -> int:
 
 
 def select_entries(
-    active: Sequence[MemoryEntry], config: MemoryConfig, *, force: bool, keep: int | None = None
+    active: Sequence[MemoryEntry],
+    config: MemoryConfig,
+    *,
+    force: bool,
+    keep: int | None = None,
+    take: tuple[int, int] | None = None,
 ) -> list[MemoryEntry]:
     """The oldest active entries to compress, or ``[]`` when there is nothing to do.
 
     Pinned context is never taken. The newest ``keep`` (default
     ``recent_window``) unpinned entries stay; the run stops before the first
     unanswered tool call and never splits a call from its results; the run is
-    capped at ``max_summarizer_input_tokens``. Without ``force`` fewer than
+    capped at ``max_summarizer_input_tokens``. With ``take`` (tokens, entries)
+    only the oldest entries holding at least that many tokens and entries are
+    taken (at least ``min_entries_to_compress`` when there are that many), not
+    everything older than ``keep``. Without ``force`` fewer than
     ``min_entries_to_compress`` entries is nothing to do.
     """
     window = config.recent_window if keep is None else keep
@@ -112,9 +121,31 @@ def select_entries(
             break
     if capped:
         length = min(length, capped)
+    if take is not None:
+        length = _enough(unpinned, length, take, config.min_entries_to_compress)
     length = _safe_prefix(unpinned, length)
     minimum = 1 if force else config.min_entries_to_compress
     return unpinned[:length] if length >= minimum else []
+
+
+def _enough(
+    unpinned: Sequence[MemoryEntry], length: int, take: tuple[int, int], minimum: int
+) -> int:
+    """The shortest prefix (at most ``length``) holding ``take`` (tokens, entries)
+    and at least ``minimum`` entries, widened to the end of a tool group it starts."""
+    tokens, entries = take
+    count, taken = 0, 0
+    while count < length and (taken < tokens or count < max(entries, minimum)):
+        taken += unpinned[count].token_count
+        count += 1
+    ends = _group_ends(unpinned[:length])
+    index = 0
+    while index < count:  # a group begun inside the prefix ends inside it too
+        end = ends.get(index, index)
+        if end is not None and end >= count:
+            count = end + 1
+        index += 1
+    return min(count, length)
 
 
 # --------------------------------------------------------------------------- prompt
@@ -239,55 +270,35 @@ def _common_cap(sizes: Sequence[int], budget: int) -> int:
     return max(sizes, default=0)
 
 
-def _is_error(entry: MemoryEntry) -> bool:
-    message = entry.message
-    return isinstance(message, ToolMessage) and (
-        message.status == "error" or render_text(message).lower().startswith("error")
-    )
-
-
 def heuristic_summary(
-    entries: Sequence[MemoryEntry], summaries: Sequence[str] = (), *, quote: int = 100
+    entries: Sequence[MemoryEntry], summaries: Sequence[str] = (), *, quote: int = 2_000
 ) -> str:
-    """The fallback summary, used without a model or when configured; it
-    quotes up to ``quote`` characters of the first and last user message (1.5 times
-    that of the first and last summary when merging)."""
-    users = [render_text(e.message) for e in entries if e.role == "user"]
-    tools = sorted({e.message.name or "tool" for e in entries if e.type is EntryType.TOOL_RESULT})
-    errors = sum(1 for e in entries if _is_error(e))
-    if summaries:
-        # Merging summaries: keep the start of the oldest and of the newest.
-        long = quote * 3 // 2
-        return (
-            f"[Previous conversation summary] {len(summaries)} earlier summaries, "
-            f"First: {summaries[0][:long]}, Last: {summaries[-1][:long]}"
-        )
-    parts = [f"[Previous conversation summary] {len(users)} user messages"]
-    if users:
-        parts.append(f"First: {users[0][:quote]}")
-        parts.append(f"Last: {users[-1][:quote]}")
-    if tools:
-        parts.append(f"Tools used: {', '.join(tools)}")
-    if errors:
-        parts.append(f"{errors} errors encountered")
-    return ", ".join(parts)
+    """The summary used without a model (or as ``heuristic_fallback``): the most
+    informative sentences of ``entries`` (of ``summaries`` when merging them), word
+    for word with their speakers, in order, within about ``quote`` characters (see
+    :mod:`tiermem._compression.extractive`). Deterministic."""
+    return extract(entries, summaries, quote)
 
 
-#: Quote lengths tried, longest first, until a heuristic summary fits its target.
-_QUOTES = (100, 60, 30, 10, 0)
+#: Rounds of shrinking the character budget before the text is cut.
+_FIT_SUMMARY_ROUNDS = 6
 
 
 def fit_summary(
     make: Callable[[int], str], original_tokens: int, config: MemoryConfig, counter: TokenCounter
 ) -> str:
-    """A heuristic summary (``make(quote)``, see :func:`heuristic_summary`) within its
+    """A heuristic summary (``make(chars)``, see :func:`heuristic_summary`) within its
     target length and always shorter than the ``original_tokens`` it replaces, so it
-    fits at any budget: shorter quotes first, then the text is cut."""
+    fits at any budget: the character budget shrinks until it fits, then the text is
+    cut."""
     limit = min(summary_target(original_tokens, config), original_tokens - 1)
+    chars = max(limit, 1) * 4  # about four characters a token in English
     text = ""
-    for quote in _QUOTES:
-        text = make(quote)
-        if counter.count_text(text) <= limit:
+    for _ in range(_FIT_SUMMARY_ROUNDS):
+        text = make(chars)
+        tokens = counter.count_text(text)
+        if tokens <= limit and text:
             return text
+        chars = max(int(chars * limit / max(tokens, 1) * 0.9), 1)
     # Nothing is shorter than one token: then validation refuses the summary.
     return counter.truncate(text, limit) if limit >= 1 else text

@@ -16,9 +16,13 @@ missing tool results are counted as rendered.
 What is cut, in this order, until the context fits:
 
 * the oldest unpinned messages, a tool call always together with its results,
-  so the rest stays a contiguous, provider-valid tail of the conversation;
+  so the rest stays a provider-valid tail of the conversation;
 * then the oldest summaries;
 * then the marker itself (only when pinned context leaves no room for it).
+
+The current turn is never cut out: the newest human message and the last unit (an
+in-progress tool exchange) stay, shown truncated with a marker when they alone do
+not fit (see :mod:`tiermem._core.current_turn`).
 
 Pinned context is never cut: pinned context alone over the budget is refused
 when it is written (:class:`~tiermem.errors.BudgetExceeded`), and raises the
@@ -42,6 +46,7 @@ __all__ = [
     "OMITTED_MARKER",
     "Fitted",
     "WindowEntry",
+    "check_pinned",
     "fit_units",
     "group_units",
     "head_message",
@@ -112,8 +117,14 @@ def fit_units(
     summaries: int,
     max_tokens: int,
     total: Callable[[Fitted], int],
+    step: int = 0,
 ) -> Fitted:
     """Choose what a context keeps so that ``total(choice) <= max_tokens``.
+
+    With ``step``, the cut moves in steps of about that many tokens of the oldest
+    unpinned messages: it falls only where their running total crosses a multiple
+    of ``step``, so a conversation growing at its end keeps the same cut (and the
+    same prefix a prompt cache can serve) for many turns.
 
     Args:
         unit_costs: the tokens of each unit (see :func:`group_units`).
@@ -130,12 +141,7 @@ def fit_units(
     everything = Fitted(list(range(len(unit_costs))), summaries, 0, 0)
     if total(everything) <= max_tokens:
         return everything
-    pinned_cost = sum(cost for cost, pin in zip(unit_costs, pinned, strict=True) if pin)
-    if pinned_cost > max_tokens:
-        raise BudgetExceeded(
-            f"pinned context takes {pinned_cost} tokens, more than max_tokens={max_tokens}; "
-            "unpin some context or raise max_tokens"
-        )
+    check_pinned(unit_costs, pinned, max_tokens)
     fixed = [index for index, pin in enumerate(pinned) if pin]
     free = [index for index, pin in enumerate(pinned) if not pin]
     for kept_summaries in range(summaries, -1, -1):
@@ -146,6 +152,8 @@ def fit_units(
         while start > 0 and unit_costs[free[start - 1]] <= room:
             start -= 1
             room -= unit_costs[free[start]]
+        if step > 0 and start > 0:
+            start = _anchor([unit_costs[index] for index in free], start, step)
         while True:
             choice = _choice(
                 fixed, free[start:], free[:start], unit_sizes, summaries, kept_summaries
@@ -159,6 +167,34 @@ def fit_units(
     bare = Fitted(fixed, 0, 0, 0)
     marked = _choice(fixed, [], free, unit_sizes, summaries, 0)
     return marked if total(marked) <= max_tokens else bare
+
+
+def _anchor(costs: Sequence[int], start: int, step: int) -> int:
+    """The first cut at or after ``start`` where the running total of ``costs`` (oldest
+    first) crosses a multiple of ``step``; ``len(costs)`` when there is none."""
+    running = sum(costs[:start])
+    if start == 0 or (running - costs[start - 1]) // step != running // step:
+        return start
+    for position in range(start, len(costs)):
+        before = running
+        running += costs[position]
+        if before // step != running // step:
+            return position + 1
+    return len(costs)
+
+
+def check_pinned(unit_costs: Sequence[int], pinned: Sequence[bool], max_tokens: int) -> None:
+    """Pinned context is never left out, so it must fit the budget.
+
+    Raises:
+        BudgetExceeded: when pinned context alone takes more than ``max_tokens``.
+    """
+    pinned_cost = sum(cost for cost, pin in zip(unit_costs, pinned, strict=True) if pin)
+    if pinned_cost > max_tokens:
+        raise BudgetExceeded(
+            f"pinned context takes {pinned_cost} tokens, more than max_tokens={max_tokens}; "
+            "unpin some context or raise max_tokens"
+        )
 
 
 def _choice(

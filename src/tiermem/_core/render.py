@@ -14,6 +14,7 @@ from .budget import (
     OMITTED_MARKER,
     Fitted,
     WindowEntry,
+    check_pinned,
     fit_units,
     group_units,
     head_message,
@@ -22,7 +23,9 @@ from .budget import (
     omitted_note,
     system_head,
 )
+from .current_turn import current_units, shrink
 from .messages import SUMMARY_MARKER, render_text, tool_call_ids, without_idless_calls
+from .recall_block import RECALL_MARKER
 
 __all__ = [
     "MISSING_RESULT_MARKER",
@@ -47,14 +50,17 @@ class SummaryText(NamedTuple):
 
 
 def is_summary_message(message: BaseMessage) -> bool:
-    """True for the summary message that ``get_messages`` puts first.
+    """True for a message tiermem wrote into a context rather than stored: the
+    summary message that ``get_messages`` puts first, the note of what the budget
+    left out, and the recalled block (``RECALL_MARKER``); integrations never store
+    them back.
 
-    It is a ``SystemMessage``, or a ``HumanMessage`` where an integration hands it
-    to the model in the user role (as ``SummarizationMiddleware`` does).
+    The summary message is a ``SystemMessage``, or a ``HumanMessage`` where an
+    integration hands it to the model in the user role (as
+    ``SummarizationMiddleware`` does).
     """
-    return (
-        isinstance(message, (SystemMessage, HumanMessage))
-        and SUMMARY_MARKER in message.additional_kwargs
+    return isinstance(message, (SystemMessage, HumanMessage)) and (
+        SUMMARY_MARKER in message.additional_kwargs or RECALL_MARKER in message.additional_kwargs
     )
 
 
@@ -170,6 +176,8 @@ def render_messages(
         any(stored[id(ordered[i])].pinned for i in unit if id(ordered[i]) in stored)
         for unit in units
     ]
+    check_pinned(unit_costs, pinned, max_tokens)
+    required = current_units(ordered, units)
 
     def head(choice: Fitted) -> SystemMessage | None:
         kept = choice.summaries
@@ -185,12 +193,39 @@ def render_messages(
 
     if bound + sum(unit_costs) <= max_tokens:  # stand-ins included, it still fits
         return ([summary_message(summaries)] if summaries else []) + ordered
-    choice = fit_units(
-        unit_costs, [len(unit) for unit in units], pinned, len(ids), max_tokens, total
-    )
+    kept = [pin or need for pin, need in zip(pinned, required, strict=True)]
+    sizes = [len(unit) for unit in units]
+    everything = Fitted([i for i, keep in enumerate(kept) if keep], 0, len(ordered), len(ids))
+    over = total(everything) - max_tokens
+    if over > 0:  # the current turn alone does not fit: show it truncated
+        chosen = [
+            i
+            for index, unit in enumerate(units)
+            if required[index] and not pinned[index]
+            for i in unit
+        ]
+        cut = shrink([ordered[i] for i in chosen], over, count, cost)
+        if cut is None:  # nothing left to cut: it gives way like any message
+            kept = pinned
+        else:
+            for i, message in zip(chosen, cut, strict=True):
+                ordered[i] = message
+            unit_costs = [sum(cost(ordered[i]) for i in unit) for unit in units]
+    choice = fit_units(unit_costs, sizes, kept, len(ids), max_tokens, total, cut_step(max_tokens))
     first = head(choice)
     kept_messages = [ordered[i] for index in choice.units for i in units[index]]
     return ([first] if first is not None else []) + kept_messages
+
+
+#: The share of the budget by which the guard moves its cut (see ``fit_units``).
+CUT_STEP = 0.25
+
+
+def cut_step(max_tokens: int) -> int:
+    """Tokens of the oldest messages left out or brought back at once when the budget
+    guard moves its cut: large steps keep the context's prefix, which a provider's
+    prompt cache serves, the same from turn to turn."""
+    return int(max_tokens * CUT_STEP)
 
 
 def _summary_body(texts: Sequence[str]) -> str:
@@ -217,6 +252,9 @@ def context_text(
     # neighbours); the exact count of the whole text decides.
     unit_costs = [sum(counter.count_text(entry_lines[i]) + 1 for i in unit) for unit in units]
     pinned = [any(entries[i].pinned for i in unit) for unit in units]
+    check_pinned(unit_costs, pinned, max_tokens)
+    required = current_units([entry.message for entry in entries], units)
+    kept = [pin or need for pin, need in zip(pinned, required, strict=True)]
     count = len(summary_lines)
 
     def render(choice: Fitted) -> str:
@@ -228,13 +266,32 @@ def context_text(
         kept = [entry_lines[i] for index in choice.units for i in units[index]]
         return _context(summary_lines[len(summary_lines) - choice.summaries :], kept, note)
 
+    fixed = [index for index, keep in enumerate(kept) if keep]
+    over = counter.count_text(render(Fitted(fixed, 0, len(entries), count))) - max_tokens
+    if over > 0:  # the current turn alone does not fit: show it truncated
+        chosen = [i for index in fixed if not pinned[index] for i in units[index]]
+        cut = shrink(
+            [HumanMessage(entry_lines[i]) for i in chosen],
+            over,
+            counter,
+            lambda line: counter.count_text(str(line.content)) + 1,
+        )
+        if cut is None:  # nothing left to cut: it gives way like any line
+            kept = pinned
+        else:
+            for i, line in zip(chosen, cut, strict=True):
+                entry_lines[i] = str(line.content)
+            unit_costs = [
+                sum(counter.count_text(entry_lines[i]) + 1 for i in unit) for unit in units
+            ]
     choice = fit_units(
         unit_costs,
         [len(unit) for unit in units],
-        pinned,
+        kept,
         count,
         max_tokens,
         lambda choice: counter.count_text(render(choice)),
+        cut_step(max_tokens),
     )
     return render(choice)
 

@@ -18,6 +18,7 @@ async driver runs after that transaction ended, even when the caller is gone
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,10 +81,28 @@ class Planned:
     counters: SessionRecord
 
 
-def _over_budget(ctx: MemoryContext, session: SessionRecord) -> bool:
+def _context_tokens(ctx: MemoryContext, session: SessionRecord) -> int:
     frame = ctx.frame_tokens + 2 * session.summary_count if session.summary_count else 0
-    context = session.context_tokens + frame
-    return context > ctx.config.max_tokens or session.active_count > ctx.config.max_entries
+    return session.context_tokens + frame
+
+
+def _over_budget(ctx: MemoryContext, session: SessionRecord) -> bool:
+    most = ctx.config.max_entries
+    return _context_tokens(ctx, session) > ctx.config.max_tokens or (
+        most is not None and session.active_count > most
+    )
+
+
+def _excess(ctx: MemoryContext, session: SessionRecord) -> tuple[int, int]:
+    """The tokens and entries a compression must take for the context to fall to
+    the low-water mark (``compress_to`` of ``max_tokens`` and of ``max_entries``):
+    what it takes is replaced by a summary of ``compression_ratio`` of its size."""
+    config = ctx.config
+    over = _context_tokens(ctx, session) - int(config.compress_to * config.max_tokens)
+    tokens = math.ceil(max(over, 0) / (1 - config.compression_ratio))
+    most = config.max_entries
+    entries = 0 if most is None else session.active_count - int(config.compress_to * most)
+    return tokens, max(entries, 0)
 
 
 def _compressible(ctx: MemoryContext, session: SessionRecord) -> bool:
@@ -284,6 +303,8 @@ def plan_compression(
         ctx.config,
         force=force,
         keep=keep,
+        # Only as deep as the low-water mark; a forced round takes all it may.
+        take=None if force else _excess(ctx, session),
     )
     if chosen:
         summaries.claim(conn, session, token, now, ctx.config.claim_ttl)

@@ -17,14 +17,13 @@ from .. import signals
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.render import context_text as render_text
-from .._core.render import render_messages
 from .._core.runner import Op
 from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
-from .._storage import fts, store
+from .._storage import store
 from .._storage import summaries as summary_rows
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
-from .._storage.search import search_entries, with_windows
+from .._storage.search import with_windows
 from ..errors import InvalidArgument
 from ..types import (
     ContextMessages,
@@ -34,7 +33,7 @@ from ..types import (
     SessionInfo,
     SessionStats,
 )
-from . import feed
+from . import feed, recall
 from .embed import query_vector
 
 #: The most entries a search hit brings on each side.
@@ -105,25 +104,32 @@ def message_window(ctx: MemoryContext, session_id: str) -> Op[MessageWindow]:
     return (yield from read_session(ctx, session_id, store.read_message_window, empty))
 
 
-def render_window(ctx: MemoryContext, window: MessageWindow) -> ContextMessages:
-    """``window`` as the context a model gets, within ``max_tokens``, with its version."""
-    config, counter = ctx.config, ctx.counter
-    rendered = render_messages(
-        window.summaries, window.messages, max_tokens=config.max_tokens, counter=counter
-    )
+def render_window(
+    ctx: MemoryContext, session_id: str, window: MessageWindow, query: str | None
+) -> Op[ContextMessages]:
+    """``window`` as the context a model gets, with what ``query`` recalls, within
+    ``max_tokens``, and the version of the session it shows."""
+    rendered = yield from recall.render_recalled(ctx, session_id, window, query)
     return ContextMessages(rendered, window.version)
 
 
-def messages(ctx: MemoryContext, session_id: str) -> Op[ContextMessages]:
+def messages(ctx: MemoryContext, session_id: str, query: str | None) -> Op[ContextMessages]:
     """The context for a model (see ``ConversationMemory.get_messages``)."""
-    return render_window(ctx, (yield from message_window(ctx, session_id)))
+    query = recall.check_query(query)
+    window = yield from message_window(ctx, session_id)
+    return (yield from render_window(ctx, session_id, window, query))
 
 
-def context_text(ctx: MemoryContext, session_id: str) -> Op[str]:
+def context_text(ctx: MemoryContext, session_id: str, query: str | None) -> Op[str]:
     """The context as text (see ``ConversationMemory.get_context_for_llm``)."""
+    query = recall.check_query(query)
     empty: Window = ([], [])
-    window = yield from read_session(ctx, session_id, _window, empty)
-    return render_text(*window, max_tokens=ctx.config.max_tokens, counter=ctx.counter)
+    summaries, active = yield from read_session(ctx, session_id, _window, empty)
+
+    def render(summaries: list[MemorySummary], active: list[MemoryEntry], budget: int) -> str:
+        return render_text(summaries, active, max_tokens=budget, counter=ctx.counter)
+
+    return (yield from recall.text_with_recall(ctx, session_id, summaries, active, query, render))
 
 
 def _active(conn: Connection, session: SessionRecord) -> list[MemoryEntry]:
@@ -209,32 +215,11 @@ def search(
         raise InvalidArgument("query must be a str")
     limit = min(check_int("limit", limit, minimum=1), MAX_SQL_INT)
     window = check_int("window", window, minimum=0, maximum=MAX_WINDOW)
-    now, policy = ctx.now(), ctx.config.tier_policy
+    now = ctx.now()
     vector = yield from query_vector(ctx, query)
-    embedder = ctx.embedder
 
     def work(conn: Connection) -> list[SearchHit]:
-        # Entries are indexed in batches on SQLite: index the pending ones first,
-        # so a search sees every committed entry.
-        fts.flush(conn)
-        if vector is None or embedder is None:
-            hits = search_entries(
-                conn, ctx.project, query, session_id, limit, now=now, policy=policy
-            )
-        else:
-            from .._storage import hybrid  # numpy: only for a memory with embeddings
-
-            dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
-            hits = hybrid.search_entries(
-                conn,
-                ctx.project,
-                query,
-                session_id,
-                limit,
-                now=now,
-                policy=policy,
-                dense_query=dense,
-            )
+        hits = recall.find(ctx, conn, query, session_id, limit, vector, now)
         return with_windows(conn, ctx.project, hits, window)
 
     # Counts, candidates and rows are read by separate statements: one snapshot.

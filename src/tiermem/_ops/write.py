@@ -54,6 +54,7 @@ from .compress import (
 from .embed import queue_entries
 from .expectation import Expected
 from .read import MessageWindow, message_window, render_window
+from .recall import check_query
 
 __all__ = [
     "Attached",
@@ -382,8 +383,10 @@ def add_turn(
     messages: Sequence[BaseMessage],
     skip_existing: bool,
     expected: Expected = _NOTHING_EXPECTED,
+    query: str | None = None,
 ) -> Op[ContextMessages]:
-    """Store a model turn and read the next context (``add_and_get_messages``).
+    """Store a model turn and read the next context (``add_and_get_messages``), with
+    what ``query`` (default: the newest human message) recalls.
 
     With an ``expected`` session state (:mod:`tiermem._ops.expectation`) the
     messages are appended only if the session is still in it, checked under the
@@ -391,6 +394,7 @@ def add_turn(
     returned never stores a turn another writer's append made stale. Otherwise
     :class:`StaleContext` is raised and nothing is written. Messages that are all
     stored already (``skip_existing``) are no append, and pass."""
+    query = check_query(query)
     entries, window = yield from add_messages(
         ctx, session_id, messages, skip_existing, with_window=True, expected=expected
     )
@@ -405,7 +409,7 @@ def add_turn(
                 f"failed: {exc}; read it with get_messages",
                 entries=entries,
             ) from exc
-    return render_window(ctx, window)
+    return (yield from render_window(ctx, session_id, window, query))
 
 
 def add_tool_call(

@@ -510,3 +510,24 @@ def read_message_window(conn: Connection, session: SessionRecord) -> MessageWind
         else:
             messages.append(WindowEntry(deserialize(body), tokens, bool(pinned)))
     return MessageWindow(summaries, messages, session_version(session))
+
+
+def left_out_until(conn: Connection, project: str, session_id: str, left_out: int) -> int:
+    """The seq of the newest of a session's ``left_out`` oldest active unpinned entries
+    (those a context cut to its budget leaves out); 0 when none is."""
+    if left_out <= 0:
+        return 0
+    seq = conn.execute(
+        sa.select(E.seq)
+        .join(session_table, S.pk == E.session_pk)
+        .where(
+            S.project == project,
+            S.session_id == session_id,
+            E.summary_id.is_(None),
+            sa.not_(E.pinned),
+        )
+        .order_by(E.seq)
+        .offset(left_out - 1)
+        .limit(1)
+    ).scalar()
+    return int(seq or 0)

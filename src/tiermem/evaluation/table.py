@@ -1,4 +1,5 @@
-"""The table ``tiermem eval retrieval`` prints (needs the ``cli`` extra: rich)."""
+"""The tables ``tiermem eval retrieval`` and ``tiermem eval context`` print (needs the
+``cli`` extra: rich)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from .context import ContextReport
 from .runner import RetrievalReport
 
-__all__ = ["report_table"]
+__all__ = ["context_tables", "report_table"]
 
 
 def report_table(report: RetrievalReport) -> Table:
@@ -44,3 +46,55 @@ def report_table(report: RetrievalReport) -> Table:
                 end_section=method is report.methods[-1],
             )
     return table
+
+
+def context_tables(report: ContextReport) -> list[Table]:
+    """The context figures (one row per method and budget) and the cache replay."""
+    figures = Table(
+        "budget",
+        "method",
+        "n",
+        "evidence any",
+        "evidence all",
+        "answer",
+        "mean tokens",
+        "over",
+        "mean ms",
+        box=box.SIMPLE_HEAD,
+        title=Text(f"{report.dataset}: what the model is handed ({report.backend})"),
+        caption="evidence any / all: share of questions with any / every evidence turn word "
+        "for word in the context; answer: the labelled answer string appears in it",
+    )
+    for row in report.figures:
+        data = row.as_dict()
+        figures.add_row(
+            str(row.budget),
+            row.method,
+            str(row.questions),
+            f"{data['evidence_any']:.3f}",
+            f"{data['evidence_all']:.3f}",
+            f"{data['answer']:.3f}",
+            f"{data['mean_tokens']:.0f}",
+            str(row.over_budget),
+            f"{data['mean_ms']:.2f}",
+        )
+    replay = Table(
+        "strategy",
+        "budget",
+        "calls",
+        "cached share",
+        "billed tokens per call",
+        box=box.SIMPLE_HEAD,
+        title=Text("prompt-cache replay"),
+        caption="cached: the longest prefix shared with the previous call, counted from "
+        "1,024 tokens in steps of 128; billed: a cached token at half price",
+    )
+    for item in report.replay:
+        replay.add_row(
+            item.strategy,
+            str(item.budget),
+            str(item.calls),
+            f"{item.cached_share:.3f}",
+            f"{item.billed_per_call:.0f}",
+        )
+    return [figures, replay]

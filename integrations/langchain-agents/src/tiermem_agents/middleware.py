@@ -192,7 +192,10 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     @staticmethod
     def _default_trigger(memory: ConversationMemory) -> Trigger:
         """The trigger the memory's own config implies."""
-        return [("tokens", memory.config.max_tokens), ("messages", memory.config.max_entries)]
+        most = memory.config.max_entries
+        if most is None:  # only tokens trigger compression
+            return [("tokens", memory.config.max_tokens)]
+        return [("tokens", memory.config.max_tokens), ("messages", most)]
 
     def _session_id(self) -> str:
         """The session of the running agent invocation."""
@@ -299,7 +302,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             logger.log(
                 exc.log_level, "tiermem compression failed; the turn goes on within budget: %s", exc
             )
-        rendered = self.memory.get_messages(session_id)
+        rendered = self.memory.get_messages(session_id, query="")
         context = self._context(rendered, self.memory.get_active_entries(session_id))
         return self._replacement(messages, context)
 
@@ -328,7 +331,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             logger.log(
                 exc.log_level, "tiermem compression failed; the turn goes on within budget: %s", exc
             )
-        rendered = await self.memory.aget_messages(session_id)
+        rendered = await self.memory.aget_messages(session_id, query="")
         context = self._context(rendered, await self.memory.aget_active_entries(session_id))
         return self._replacement(messages, context)
 

@@ -33,7 +33,7 @@ async def test_async_agent_compresses_and_records_everything(
         message = HumanMessage(f"question {turn}", id=f"h{turn}")
         result = await agent.ainvoke({"messages": [message]}, CONFIG)
         assert_provider_valid(result["messages"])
-        rendered = await memory.aget_messages("async-thread")
+        rendered = await memory.aget_messages("async-thread", query="")
         assert _comparable(result["messages"]) == _comparable(rendered)
     for request in model.requests:
         assert_provider_valid(request)

@@ -57,7 +57,7 @@ def test_restarted_process_resumes_exactly(memory_url: str, lookup_tool: BaseToo
                 agent.invoke({"messages": [HumanMessage(f"q{turn}", id=f"h{turn}")]}, CONFIG)
             state = agent.get_state(CONFIG).values["messages"]
             assert_provider_valid(state)
-            assert _comparable(state) == _comparable(memory.get_messages("resumed"))
+            assert _comparable(state) == _comparable(memory.get_messages("resumed", query=""))
     with _memory(memory_url) as memory:
         keys = _keys(memory)
         assert not [key for key, n in Counter(keys).items() if n > 1]

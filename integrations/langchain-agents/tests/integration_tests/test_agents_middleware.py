@@ -60,7 +60,7 @@ def _drive(
         assert_provider_valid(state)
         assert state[-1].id == f"ai_{turn}_answer"
         if check_sync:
-            assert _ids(state) == _ids(memory.get_messages(session))
+            assert _ids(state) == _ids(memory.get_messages(session, query=""))
     return model
 
 
@@ -154,6 +154,8 @@ def test_default_trigger_follows_memory_config(memory: ConversationMemory) -> No
     middleware = TieredMemoryMiddleware(memory)
     config = memory.config
     assert middleware.trigger == [("tokens", config.max_tokens), ("messages", config.max_entries)]
+    memory.update_config(max_entries=None)  # the default: only tokens trigger
+    assert TieredMemoryMiddleware(memory).trigger == [("tokens", config.max_tokens)]
     assert middleware.keep == ("messages", config.recent_window)
 
 

@@ -66,7 +66,8 @@ def test_a_tool_result_larger_than_the_budget_leaves_the_question_in_view(
     assert [m.id for m in shown[:2]] == ["h0", "ai_0_call"]
     result = shown[2]
     assert isinstance(result, ToolMessage)
-    assert "truncated to stay within the token budget" in str(result.content)
+    # Cut by tiermem's context or by the middleware's fit, each with its marker.
+    assert "truncated to" in str(result.content) and "token budget" in str(result.content)
     assert str(result.content).startswith("word0 word1")
     assert memory.counter.count_messages(after_tool) <= 4000
     stored = [e.message for e in memory.get_entries("thread-1")]

@@ -1,0 +1,236 @@
+"""Recall: the kept originals most relevant to a query, brought into a context.
+
+A read (``get_messages``, ``add_and_get_messages``, ``get_context_for_llm``) recalls
+with its ``query`` (by default the newest human message) when ``recall_share`` is
+set and something is out of view: compressed entries of the session or, with
+``recall_scope="project"``, the project's other sessions. The search is the
+memory's own (BM25, fused with similarity when the memory has embeddings), run in
+a read of its own after the context's; a plain read of a session with nothing
+compressed does no search at all. What is chosen is shown as one block at the
+current-turn boundary (see :mod:`tiermem._core.recall_block`), within the budget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from .._core.budget import OMITTED_MARKER, WindowEntry, head_upper_bound
+from .._core.context import MemoryContext
+from .._core.recall_block import (
+    RECALL_HEADER,
+    Recalled,
+    block_budget,
+    choose,
+    insert_block,
+    line,
+    newest_question,
+    recall_message,
+    recall_section,
+)
+from .._core.render import SUMMARY_HEADER, SummaryText, render_messages
+from .._core.runner import Op
+from .._storage import fts, store
+from .._storage.database import Connection
+from .._storage.search import search_entries, with_windows
+from ..errors import InvalidArgument, TiermemError
+from ..types import MemoryEntry, MemorySummary, SearchHit
+from .embed import query_vector
+
+__all__ = ["check_query", "find", "recall", "render_recalled", "text_with_recall"]
+
+logger = logging.getLogger(__name__)
+
+#: Hits read for a recall: the block rarely holds more.
+_POOL = 40
+#: Renders the text context within a number of tokens.
+TextRenderer = Callable[[list[MemorySummary], list[MemoryEntry], int], str]
+
+
+def _wanted(ctx: MemoryContext, summaries: object, query: str | None, over: bool) -> bool:
+    """Whether a read recalls at all: a share is set, the query is not ``""``, and
+    something may be out of view (a summary stands for compressed entries; ``over``:
+    the context is cut to its budget)."""
+    config = ctx.config
+    return bool(
+        config.recall_share
+        and query != ""
+        and (summaries or over or config.recall_scope == "project")
+    )
+
+
+def check_query(query: object) -> str | None:
+    """``query`` if it is a str or ``None``.
+
+    Raises:
+        InvalidArgument: for anything else.
+    """
+    if query is not None and not isinstance(query, str):
+        raise InvalidArgument(f"query must be a str or None, got {type(query).__name__}")
+    return query
+
+
+def recall(
+    ctx: MemoryContext,
+    session_id: str,
+    query: str | None,
+    summaries: list[SummaryText] | list[MemorySummary],
+    entries: list[WindowEntry],
+    budget: int,
+    left_out: int = 0,
+) -> Op[Recalled | None]:
+    """The entries to recall for ``query`` (default: the newest human message of
+    ``entries``) within ``budget`` tokens of block, or ``None`` when there is
+    nothing to search or no room. Out of view are the compressed entries, the
+    ``left_out`` oldest active ones the budget cut from the context and, with
+    ``recall_scope="project"``, other sessions' entries."""
+    config = ctx.config
+    text = newest_question(entries) if query is None else query
+    project_wide = config.recall_scope == "project"
+    if budget <= 0 or not text.strip() or not (summaries or project_wide or left_out):
+        return None
+    vector = yield from query_vector(ctx, text)
+    now = ctx.now()
+    scope = None if project_wide else session_id
+    counter = ctx.counter
+    limit = max(budget // 2, 16)
+
+    def work(conn: Connection) -> Recalled:
+        hits = find(ctx, conn, text, scope, _POOL, vector, now)
+        cut = store.left_out_until(conn, ctx.project, session_id, left_out)
+        hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
+        if config.recall_window:
+            hits = with_windows(conn, ctx.project, hits, config.recall_window)
+        return choose(
+            _candidates(hits, session_id, cut, limit, ctx),
+            budget,
+            lambda lines: counter.count_message(HumanMessage("\n".join([RECALL_HEADER, *lines]))),
+            counter.count_text,
+        )
+
+    on_pg = ctx.database.is_postgres
+    try:
+        recalled = yield from ctx.transact(work, write=not on_pg, snapshot=on_pg)
+    except TiermemError as exc:
+        # The context is whole without it: a failed recall costs the block only
+        # (and never fails a turn whose append committed).
+        logger.warning(
+            "recall for %r failed; the context has no recalled block: %s", session_id, exc
+        )
+        return None
+    return recalled if recalled.ids else None
+
+
+def find(
+    ctx: MemoryContext,
+    conn: Connection,
+    query: str,
+    session_id: str | None,
+    limit: int,
+    vector: bytes | None,
+    now: datetime,
+) -> list[SearchHit]:
+    """The memory's search in ``conn``: BM25, fused with similarity to ``vector`` when
+    the memory has embeddings; entries pending indexing are indexed first."""
+    fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
+    policy, embedder = ctx.config.tier_policy, ctx.embedder
+    if vector is None or embedder is None:
+        return search_entries(conn, ctx.project, query, session_id, limit, now=now, policy=policy)
+    from .._storage import hybrid  # numpy: only for a memory with embeddings
+
+    dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
+    return hybrid.search_entries(
+        conn, ctx.project, query, session_id, limit, now=now, policy=policy, dense_query=dense
+    )
+
+
+def _out_of_view(entry: MemoryEntry, session_id: str, cut: int) -> bool:
+    """Compressed, left out by the budget (unpinned, at or before seq ``cut``), or of
+    another session."""
+    return (
+        entry.compressed
+        or entry.session_id != session_id
+        or (not entry.pinned and entry.seq <= cut)
+    )
+
+
+def _candidates(
+    hits: list[SearchHit], session_id: str, cut: int, limit: int, ctx: MemoryContext
+) -> list[tuple[MemoryEntry, str]]:
+    """Each hit, then its neighbours out of view, best hit first, each entry once."""
+    seen: set[int] = set()
+    out: list[tuple[MemoryEntry, str]] = []
+    for hit in hits:
+        around = sorted(hit.window, key=lambda e: abs(e.seq - hit.entry.seq)) or [hit.entry]
+        for entry in around:
+            if entry.id in seen or not _out_of_view(entry, session_id, cut):
+                continue
+            seen.add(entry.id)
+            out.append((entry, line(entry, session_id, limit, ctx.counter)))
+    return out
+
+
+def render_recalled(
+    ctx: MemoryContext,
+    session_id: str,
+    window: store.MessageWindow,
+    query: str | None,
+) -> Op[list[BaseMessage]]:
+    """``window`` as the context a model gets, with the recalled block (if any) just
+    before the newest human message, all within ``max_tokens``."""
+    summaries, entries = window.summaries, window.messages
+    config, counter = ctx.config, ctx.counter
+    whole = head_upper_bound(counter, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
+    over = whole + sum(entry.tokens for entry in entries) > config.max_tokens
+    if not _wanted(ctx, summaries, query, over):  # the plain read, unchanged
+        return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    budget = block_budget(
+        config.max_tokens,
+        config.recall_share,
+        counter,
+        [s.token_count for s in summaries],
+        entries,
+        SUMMARY_HEADER + "\n",
+    )
+    # The context is cut for the block by its budget, not by its size, which changes
+    # with every question: the cut (and the prefix a cache serves) stays put.
+    shown = render_messages(
+        summaries, entries, max_tokens=config.max_tokens - budget, counter=counter
+    )
+    left_out = shown[0].additional_kwargs.get(OMITTED_MARKER, 0) if shown else 0
+    recalled = yield from recall(ctx, session_id, query, summaries, entries, budget, left_out)
+    if recalled is None:
+        return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    return insert_block(shown, recall_message(recalled))
+
+
+def text_with_recall(
+    ctx: MemoryContext,
+    session_id: str,
+    summaries: list[MemorySummary],
+    entries: list[MemoryEntry],
+    query: str | None,
+    render: TextRenderer,
+) -> Op[str]:
+    """The text context with a recalled section at its end, within ``max_tokens``."""
+    config, counter = ctx.config, ctx.counter
+    if not _wanted(ctx, summaries, query, over=False):  # the plain read, unchanged
+        return render(summaries, entries, config.max_tokens)
+    window = [WindowEntry(e.message, e.token_count, e.pinned) for e in entries]
+    summary_tokens = [s.token_count for s in summaries]
+    budget = block_budget(
+        config.max_tokens, config.recall_share, counter, summary_tokens, window, ""
+    )
+    recalled = yield from recall(ctx, session_id, query, summaries, window, budget)
+    if recalled is None:
+        return render(summaries, entries, config.max_tokens)
+    section = recall_section(recalled.lines)
+    rest = config.max_tokens - counter.count_text(section) - 1
+    for margin in (0, 8, 32):  # joining may tokenize a little differently: recount
+        whole = render(summaries, entries, rest - margin) + "\n\n" + section
+        if counter.count_text(whole) <= config.max_tokens:
+            return whole
+    return render(summaries, entries, config.max_tokens)
