@@ -10,7 +10,7 @@ they yield (:mod:`tiermem._core.runner`), built here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -101,8 +101,9 @@ class MemoryContext:
         """Run ``work`` in one transaction of this memory's database."""
         return transact(self.database, work, write=write, snapshot=snapshot)
 
-    def emit(self, pending: list[signals.Pending]) -> Op[None]:
-        """Send ``pending`` signals from this memory (after the commit that made them)."""
+    def emit(self, pending: Sequence[signals.Signalled]) -> Op[None]:
+        """Send the signals of ``pending`` events from this memory (after the commit
+        that made them)."""
         if pending:
             yield Emit(self.owner, pending)
 

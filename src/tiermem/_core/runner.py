@@ -24,7 +24,7 @@ so an operation handles both as if it had made the call itself.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -66,10 +66,10 @@ class Transact:
 
 @dataclass(frozen=True, slots=True)
 class Emit:
-    """Send these signals with ``sender`` as their sender."""
+    """Send the signals of these events with ``sender`` as their sender."""
 
     sender: object
-    pending: list[signals.Pending]
+    pending: Sequence[signals.Signalled]
 
 
 @dataclass(frozen=True, slots=True)

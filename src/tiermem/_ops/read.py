@@ -15,7 +15,6 @@ from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from .. import signals
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.render import context_text as render_text
@@ -28,6 +27,7 @@ from .._storage.database import Connection
 from .._storage.rows import SessionRecord
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument
+from ..events import Event
 from ..types import MemoryEntry, MemorySummary, SearchHit, SessionInfo, SessionStats
 from . import feed
 from .embed import query_vector
@@ -74,7 +74,7 @@ def read_session(
     validate_session_id(session_id)
     now = ctx.now()
 
-    def work(conn: Connection) -> tuple[T, list[signals.Pending]]:
+    def work(conn: Connection) -> tuple[T, list[Event]]:
         session = store.touch_session(conn, ctx.project, session_id, now)
         if session is None:
             return empty, []

@@ -48,6 +48,7 @@ from tiermem._storage import documents as docs
 from tiermem._storage import fts
 from tiermem._storage.database import commit_without_waiting
 from tiermem.errors import InvalidArgument
+from tiermem.events import DocumentDeleted, DocumentPut, Event
 from tiermem.tiers import calculate_tier
 
 __all__ = ["DEFAULT_VECTOR_CANDIDATES", "ItemState", "TieredStore"]
@@ -394,13 +395,12 @@ class TieredStore(BaseStore):
                 commit_without_waiting(conn)
             deleted = docs.delete_documents(conn, project=project, addresses=deletes)
             docs.put_documents(conn, project=project, documents=new_docs, now=now)
-            for kind, addresses in (
-                ("document:deleted", deleted),
-                ("document:put", [(doc.namespace, doc.key) for doc in new_docs]),
-            ):
-                for namespace, key in addresses:
-                    payload = {"namespace": list(_namespace_tuple(namespace)), "key": key}
-                    self.memory.feed.record(conn, kind, payload)
+            changes: list[Event] = [
+                DocumentDeleted(_namespace_tuple(namespace), key) for namespace, key in deleted
+            ]
+            changes += [DocumentPut(_namespace_tuple(doc.namespace), doc.key) for doc in new_docs]
+            for change in changes:
+                self.memory.feed.record(conn, change)
             return results
 
         write = bool(puts) or reading
