@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem.errors import SummarizerFailed
+from tiermem.errors import InvalidArgument, SummarizerFailed
+from tiermem.events import DocumentPut
 from tiermem.testing import FakeSummarizer, ManualClock
 
 from ..conftest import MemoryFactory
@@ -78,3 +79,21 @@ def test_every_kind_keeps_its_recorded_payload(
     rows = _rows(memory)
     recorded = (Path(__file__).parent / "event_payloads.jsonl").read_text(encoding="utf-8")
     assert rows == [tuple(json.loads(line)) for line in recorded.splitlines()]
+
+
+def test_record_takes_an_event_or_a_kind_with_its_payload(make_memory: MemoryFactory) -> None:
+    """``ChangeFeed.record`` writes an event of ``tiermem.events`` or an extension's
+    kind with its payload; an event with a payload or session of its own, or a kind
+    without a payload, is refused with nothing written."""
+    memory = make_memory()
+    put = DocumentPut(("users", "ada"), "prefs")
+    for call in (
+        lambda conn: memory.feed.record(conn, put, {"key": "other"}),
+        lambda conn: memory.feed.record(conn, put, session_id="s"),
+        lambda conn: memory.feed.record(conn, "custom:thing"),
+    ):
+        with pytest.raises(InvalidArgument):
+            memory.database.run(call)
+    assert _rows(memory) == []
+    memory.database.run(lambda conn: memory.feed.record(conn, put))
+    assert _rows(memory) == [("document:put", None, '{"key":"prefs","namespace":["users","ada"]}')]
