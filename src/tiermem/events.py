@@ -107,11 +107,11 @@ class EntryAdded(Event):
         (which is not read): an append writes ``head + str(id) + tail`` with the id
         its insert gives, in the same statement."""
         payload = EntryAdded.payload(entry, content)
-        before = {key: value for key, value in payload.items() if key < "entry_id"}
-        after = {key: value for key, value in payload.items() if key > "entry_id"}
-        head = (_dump(before)[:-1] + "," if before else "{") + '"entry_id":'
-        tail = "," + _dump(after)[1:] if after else "}"
-        return head, tail
+        payload["entry_id"] = 0
+        # One dump cut at the key: no string value can hold it, since a quote inside
+        # a JSON string is escaped.
+        head, _, tail = _dump(payload).partition('"entry_id":0')
+        return head + '"entry_id":', tail
 
     def rows(self, content: bool) -> Iterator[NewEvent]:
         yield NewEvent(self.kind, self.session_id, _dump(self.payload(self.entry, content)))
