@@ -6,7 +6,8 @@ loses the signal. A receiver that raises is logged and never breaks the write
 or the other receivers. Receivers connected with ``signal.connect`` are held
 weakly (blinker's default); ``mem.on(name, fn)`` holds them strongly.
 
-Signals and their keyword arguments:
+Signals and their keyword arguments (the fields of the signal's event class in
+:mod:`tiermem.events`, which :func:`send` sends):
 
 * ``entry:added``: ``session_id``, ``entry`` (:class:`~tiermem.MemoryEntry`).
 * ``compressed``: ``session_id``, ``result`` (:class:`~tiermem.CompressionResult`).
