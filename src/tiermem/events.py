@@ -14,6 +14,7 @@ signals need nothing else.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -50,7 +51,7 @@ def _dump(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, separators=(",", ":"), sort_keys=True)
 
 
-class Event:
+class Event(ABC):
     """A committed change.
 
     Attributes:
@@ -69,10 +70,10 @@ class Event:
         names = [field.name for field in fields(self)]  # type: ignore[arg-type]
         return {name: getattr(self, name) for name in names}
 
+    @abstractmethod
     def rows(self, content: bool) -> Iterator[NewEvent]:
         """The change feed's rows of this event (``content``: whether entries' text
         goes into their payloads, ``MemoryConfig.event_content``)."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True, slots=True)
