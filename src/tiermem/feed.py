@@ -56,6 +56,9 @@ The working layer lives in its process and has no events. ``tiermem-langgraph``'
 list of labels, and ``key``), and any extension may record its own kinds with
 :meth:`ChangeFeed.record`.
 
+Each kind is a frozen class of :mod:`tiermem.events`, which builds its rows and
+names its signal.
+
 The feed is on by default (``MemoryConfig(change_feed=False)`` turns it off for
 a memory); events older than ``MemoryConfig.event_retention`` (7 days) are
 deleted by ``prune_expired`` and ``tiermem events prune``.
@@ -78,6 +81,7 @@ from ._ops import feed as ops
 from ._storage import events
 from ._storage.database import Connection
 from .errors import InvalidArgument
+from .events import Event, Recorded
 
 __all__ = ["EVENT_VERSION", "ChangeEvent", "ChangeFeed"]
 
@@ -207,17 +211,31 @@ class ChangeFeed:
     def record(
         self,
         conn: Connection,
-        kind: str,
-        payload: Mapping[str, Any],
+        kind: str | Event,
+        payload: Mapping[str, Any] | None = None,
         session_id: str | None = None,
     ) -> None:
-        """Write the event of an extension's own change in the caller's transaction
+        """Write the event of an extension's change in the caller's transaction
         (``conn``, from ``memory.database.run``), so it commits or rolls back with
-        the change (nothing when the feed is off). Record it after the statements
-        that lock what the change wrote: events of changes serialized by one lock
-        then come in their commit order."""
-        pending = [(kind, {"session_id": session_id, "payload": dict(payload)})]
-        ops.record(self._context, conn, pending)
+        the change (nothing when the feed is off): an event of
+        :mod:`tiermem.events` (a document store's ``DocumentPut``), or an
+        extension's own ``kind`` with its JSON ``payload``. Record it after the
+        statements that lock what the change wrote: events of changes serialized by
+        one lock then come in their commit order. No signal is sent.
+
+        Raises:
+            InvalidArgument: an event with a payload or session, or a kind without
+                a payload.
+        """
+        if isinstance(kind, Event):
+            if payload is not None or session_id is not None:
+                raise InvalidArgument("an event carries its own payload and session")
+            event = kind
+        elif payload is None:
+            raise InvalidArgument(f"the event {kind!r} needs a payload")
+        else:
+            event = Recorded(kind, dict(payload), session_id)
+        ops.record(self._context, conn, [event])
 
     async def aprune(self, older_than: timedelta | None = None) -> int:
         """Async :meth:`prune`."""

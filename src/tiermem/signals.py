@@ -6,7 +6,8 @@ loses the signal. A receiver that raises is logged and never breaks the write
 or the other receivers. Receivers connected with ``signal.connect`` are held
 weakly (blinker's default); ``mem.on(name, fn)`` holds them strongly.
 
-Signals and their keyword arguments:
+Signals and their keyword arguments (the fields of the signal's event class in
+:mod:`tiermem.events`, which :func:`send` sends):
 
 * ``entry:added``: ``session_id``, ``entry`` (:class:`~tiermem.MemoryEntry`).
 * ``compressed``: ``session_id``, ``result`` (:class:`~tiermem.CompressionResult`).
@@ -26,7 +27,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from blinker import NamedSignal, Namespace
 
@@ -34,6 +35,7 @@ from .errors import InvalidArgument
 
 __all__ = [
     "SIGNAL_NAMES",
+    "Signalled",
     "compressed",
     "connect",
     "compression_failed",
@@ -65,8 +67,17 @@ forgotten = _signals.signal(
 
 SIGNAL_NAMES = tuple(_signals)
 
-#: A signal to send: (name, keyword arguments).
-Pending = tuple[str, dict[str, Any]]
+
+class Signalled(Protocol):
+    """What :func:`send` sends: an event of :mod:`tiermem.events`, which knows its
+    signal (``None``: it has none) and the signal's keyword arguments."""
+
+    @property
+    def signal(self) -> NamedSignal | None:
+        """The signal, or ``None``."""
+
+    def arguments(self) -> dict[str, Any]:
+        """The signal's keyword arguments."""
 
 
 def signal(name: str) -> NamedSignal:
@@ -92,23 +103,32 @@ def connect(name: str, receiver: Callable[..., Any], sender: object) -> Callable
     return disconnect
 
 
-def _receivers(name: str, sender: object) -> list[Callable[..., Any]]:
+def _receivers(
+    event: Signalled, sender: object
+) -> tuple[str, list[Callable[..., Any]], dict[str, Any]]:
+    """The signal's name, its receivers from ``sender`` and their keyword arguments
+    (built only when someone listens)."""
+    sig = event.signal
+    if sig is None:
+        return "", [], {}
     # A copy, so a receiver that disconnects itself does not upset iteration.
-    return list(_signals[name].receivers_for(sender))
+    receivers = list(sig.receivers_for(sender))
+    return sig.name, receivers, event.arguments() if receivers else {}
 
 
 def _log_failure(name: str, receiver: Callable[..., Any]) -> None:
     logger.exception("tiermem signal %r: receiver %r raised; ignored", name, receiver)
 
 
-def send(sender: object, pending: Iterable[Pending]) -> None:
-    """Send each pending signal to every receiver, isolating failures.
+def send(sender: object, pending: Iterable[Signalled]) -> None:
+    """Send the signal of each pending event to every receiver, isolating failures.
 
     A coroutine receiver is run to completion when no event loop runs in this
     thread, otherwise scheduled as a task on the running loop.
     """
-    for name, kwargs in pending:
-        for receiver in _receivers(name, sender):
+    for event in pending:
+        name, receivers, kwargs = _receivers(event, sender)
+        for receiver in receivers:
             try:
                 result = receiver(sender, **kwargs)
                 if inspect.isawaitable(result):
@@ -117,10 +137,11 @@ def send(sender: object, pending: Iterable[Pending]) -> None:
                 _log_failure(name, receiver)
 
 
-async def send_async(sender: object, pending: Iterable[Pending]) -> None:
+async def send_async(sender: object, pending: Iterable[Signalled]) -> None:
     """Like :func:`send` from async code: coroutine receivers are awaited in turn."""
-    for name, kwargs in pending:
-        for receiver in _receivers(name, sender):
+    for event in pending:
+        name, receivers, kwargs = _receivers(event, sender)
+        for receiver in receivers:
             try:
                 result = receiver(sender, **kwargs)
                 if inspect.isawaitable(result):

@@ -10,7 +10,7 @@ they yield (:mod:`tiermem._core.runner`), built here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -107,8 +107,9 @@ class MemoryContext:
         :class:`~tiermem._core.runner.Transact`)."""
         return transact(self.database, work, write=write, snapshot=snapshot, cleanup=cleanup)
 
-    def emit(self, pending: list[signals.Pending]) -> Op[None]:
-        """Send ``pending`` signals from this memory (after the commit that made them)."""
+    def emit(self, pending: Sequence[signals.Signalled]) -> Op[None]:
+        """Send the signals of ``pending`` events from this memory (after the commit
+        that made them)."""
         if pending:
             yield Emit(self.owner, pending)
 

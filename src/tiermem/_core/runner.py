@@ -34,7 +34,7 @@ import asyncio
 import contextvars
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -81,10 +81,10 @@ class Transact:
 
 @dataclass(frozen=True, slots=True)
 class Emit:
-    """Send these signals with ``sender`` as their sender."""
+    """Send the signals of these events with ``sender`` as their sender."""
 
     sender: object
-    pending: list[signals.Pending]
+    pending: Sequence[signals.Signalled]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from .._compression.policy import summary_prompt
 from .._storage import items as layer_store
 from .._storage.fts import MAX_INDEXED_CHARS
 from ..errors import InvalidArgument, SummarizationError, SummarizerOutputInvalid
+from ..events import LayerCompacted
 from ..layer_models import LayerCompaction, LayerItem, LayerType
 from ..tiers import calculate_tier
 from .embed import queue_items
@@ -55,12 +56,16 @@ def compact(
     if layer is LayerType.SEMANTIC:
         return LayerCompaction(layer, removed=0, kept=(yield from _size(scope, layer)))
     if layer is LayerType.PROCEDURAL or not summarize_older:
+
+        def dropped(count: int) -> LayerCompacted | None:
+            return LayerCompacted(scope.name, layer.value, count, None) if count else None
+
         removed = yield from read(
             scope,
             lambda conn, pk: layer_store.drop_older(conn, pk, layer.value, keep),
             0,
             write=True,
-            change=lambda count: _compacted(layer, count) if count else None,
+            change=dropped,
         )
         return LayerCompaction(layer, removed=removed, kept=(yield from _size(scope, layer)))
     return (yield from _compact_episodic(scope, keep))
@@ -108,8 +113,8 @@ def _compact_episodic(scope: LayerScope, keep: int) -> Op[LayerCompaction]:
         )
         folded = len(batch)
 
-        def compacted(row: ItemRecord, folded: int = folded) -> tuple[str, dict[str, Any]]:
-            return _compacted(layer, folded, row.id)
+        def compacted(row: ItemRecord, folded: int = folded) -> LayerCompacted:
+            return LayerCompacted(scope.name, layer.value, folded, row.id)
 
         row = yield from write(scope, replace, compacted)
         queue_items(context, [row.id])  # its new text, embedded in the background
@@ -221,11 +226,3 @@ def _meta(items: Sequence[LayerItem], *, digest: bool) -> dict[str, Any]:
     if digest:
         meta["digest"] = True
     return meta
-
-
-def _compacted(
-    layer: LayerType, removed: int, summary_id: int | None = None
-) -> tuple[str, dict[str, Any]]:
-    """The change-feed event of a compaction: items folded into ``summary_id`` (or
-    dropped)."""
-    return "layer:compacted", {"layer": layer.value, "removed": removed, "summary_id": summary_id}

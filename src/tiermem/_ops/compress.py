@@ -49,7 +49,7 @@ from ..errors import (
     SummaryNotShorter,
     TiermemError,
 )
-from ..signals import Pending
+from ..events import Compressed, CompressionFailed, Event
 from ..types import CompressionResult, MemoryEntry, MemorySummary
 from . import feed
 
@@ -473,9 +473,9 @@ def _summarize(
         run(_release(ctx, session_id, token))
         raise
     except BaseException as error:
-        failed: list[Pending] = []
+        failed: list[Event] = []
         if isinstance(error, TiermemError):
-            failed = [("compression_failed", {"session_id": session_id, "error": error})]
+            failed = [CompressionFailed(session_id, error)]
         yield from _release(ctx, session_id, token, failed)
         yield from ctx.emit(failed)
         raise
@@ -505,7 +505,7 @@ def releasing_claim(ctx: MemoryContext, session_id: str, token: str, op: Op[T]) 
 
 
 def _release(
-    ctx: MemoryContext, session_id: str, token: str, failed: list[Pending] | None = None
+    ctx: MemoryContext, session_id: str, token: str, failed: list[Event] | None = None
 ) -> Op[None]:
     """Drop our claim after a failure (and back off), recording the ``failed``
     signal's event in the same transaction; never raises, so the error that made
@@ -538,14 +538,14 @@ def _commit(
     token: str,
     work: Callable[[Connection], Written],
     describe: Callable[[MemorySummary, SessionRecord], CompressionResult],
-) -> Op[tuple[CompressionResult, SessionRecord, list[Pending]]]:
+) -> Op[tuple[CompressionResult, SessionRecord, list[Event]]]:
     """Run ``work`` (store the summary) with its ``compressed`` event in one
     transaction; the result, the session's counters and the signal to send."""
 
-    def guarded(conn: Connection) -> tuple[CompressionResult, SessionRecord, list[Pending]]:
+    def guarded(conn: Connection) -> tuple[CompressionResult, SessionRecord, list[Event]]:
         summary, counters = work(conn)
         result = describe(summary, counters)
-        pending: list[Pending] = [("compressed", {"session_id": session_id, "result": result})]
+        pending: list[Event] = [Compressed(session_id, result)]
         feed.record(ctx, conn, pending)
         _failpoints.hit("compress.before_commit")
         return result, counters, pending

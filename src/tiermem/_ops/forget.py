@@ -30,15 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
 
-from .. import signals
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.runner import Op, compute
 from .._storage import erasure
 from .._storage.database import Connection
 from ..errors import InvalidArgument
+from ..events import Forgotten
 from ..types import ForgetResult
 from . import feed
 from .layer_base import validate_scope
@@ -113,7 +112,7 @@ def forget(
         rows = erasure.erase(conn, project, found, dry_run=dry_run)
         if not dry_run:
             counted = _result(found, rows, dry_run=False, scrubbed=False)
-            feed.record(ctx, conn, [("forgotten", _signal(project, counted))])
+            feed.record(ctx, conn, [Forgotten(project, counted)])
         return found, rows
 
     found, rows = yield from ctx.transact(work, write=not dry_run)
@@ -123,11 +122,5 @@ def forget(
     scrub = partial(erasure.scrub, ctx.database.engine, touched, vacuum=vacuum)
     scrubbed = yield from compute(scrub)  # on a worker thread from the async API
     result = _result(found, rows, dry_run=False, scrubbed=scrubbed)
-    pending: list[signals.Pending] = [("forgotten", _signal(project, result))]
-    yield from ctx.emit(pending)
+    yield from ctx.emit([Forgotten(project, result)])
     return result
-
-
-def _signal(project: str, result: ForgetResult) -> dict[str, Any]:
-    """The keyword arguments of the ``forgotten`` signal."""
-    return {"project": project, "result": result}

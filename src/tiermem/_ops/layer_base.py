@@ -26,6 +26,7 @@ from ..errors import (
     InvalidSessionId,
     StorageError,
 )
+from ..events import Event
 from ..layer_models import KnowledgeEntry, LayerItem, LayerType, Rule
 from . import feed
 from .working import WorkingMemory
@@ -209,19 +210,17 @@ class LayerScope:
     pk: int | None = None
 
 
-#: Describes a layer change for the change feed: its kind and payload, or ``None``
-#: when nothing changed.
-Change = Callable[[T], tuple[str, dict[str, Any]] | None]
+#: Describes a layer change for the change feed: its event, or ``None`` when nothing
+#: changed.
+Change = Callable[[T], Event | None]
 
 
 def _record(scope: LayerScope, conn: Connection, result: T, change: Change[T] | None) -> None:
     """Write the change-feed event of a layer change in its transaction (layer changes
     have events but no signals)."""
-    described = None if change is None else change(result)
-    if described is not None:
-        kind, payload = described
-        pending = [(kind, {"session_id": None, "payload": {"scope": scope.name, **payload}})]
-        feed.record(scope.context, conn, pending)
+    event = None if change is None else change(result)
+    if event is not None:
+        feed.record(scope.context, conn, [event])
 
 
 def write(

@@ -16,6 +16,7 @@ from .._core.messages import serialize_metadata
 from .._storage import fts
 from .._storage import items as layer_store
 from ..errors import InvalidArgument
+from ..events import LayerAppended, LayerCleared
 from ..layer_models import KnowledgeEntry, LayerHit, LayerItem, LayerStats, LayerType, Rule
 from .embed import query_vector, queue_items
 from .layer_base import (
@@ -78,8 +79,8 @@ def append(
         return scope.working.add(item.content, meta, item.token_count, now)
     policy = context.config.tier_policy
 
-    def appended(row: ItemRecord) -> tuple[str, dict[str, Any]]:
-        return "layer:appended", {"layer": layer.value, "item_id": row.id, "key": key}
+    def appended(row: ItemRecord) -> LayerAppended:
+        return LayerAppended(scope.name, layer.value, row.id, key)
 
     if layer is LayerType.SEMANTIC:
         row = yield from write(
@@ -219,8 +220,8 @@ def clear(scope: LayerScope, type: LayerType | str | None) -> Op[int]:
     if layer is not LayerType.WORKING:
         value = None if layer is None else layer.value
 
-        def cleared(count: int) -> tuple[str, dict[str, Any]] | None:
-            return ("layer:cleared", {"layer": value, "removed": count}) if count else None
+        def cleared(count: int) -> LayerCleared | None:
+            return LayerCleared(scope.name, value, count) if count else None
 
         removed += yield from read(
             scope,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from .. import signals
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.render import context_text as render_text
@@ -25,6 +24,7 @@ from .._storage.database import Connection
 from .._storage.rows import SessionRecord
 from .._storage.search import with_windows
 from ..errors import InvalidArgument
+from ..events import Event
 from ..types import (
     ContextMessages,
     MemoryEntry,
@@ -78,7 +78,7 @@ def read_session(
     validate_session_id(session_id)
     now = ctx.now()
 
-    def work(conn: Connection) -> tuple[T, list[signals.Pending]]:
+    def work(conn: Connection) -> tuple[T, list[Event]]:
         session = store.touch_session(conn, ctx.project, session_id, now)
         if session is None:
             return empty, []

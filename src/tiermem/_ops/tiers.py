@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from .. import signals
 from .._core.context import MemoryContext
@@ -51,6 +50,7 @@ from .._storage.tiers import (
     tier_counts,
 )
 from ..errors import InvalidArgument
+from ..events import Event, Pruned, TierChanged
 from ..tiers import MemoryTier
 from ..types import LoadedSession, SessionInfo, TierStats
 from . import feed
@@ -101,7 +101,7 @@ def track(ctx: MemoryContext, session_id: str) -> Op[SessionInfo]:
     validate_session_id(session_id)
     now = ctx.now()
 
-    def work(conn: Connection) -> tuple[SessionInfo, list[signals.Pending]]:
+    def work(conn: Connection) -> tuple[SessionInfo, list[Event]]:
         _, woken = store.touch(conn, store.get_session(conn, ctx.project, session_id), now)
         _failpoints.hit("touch.after_update")
         info = store.session_info(store.get_session(conn, ctx.project, session_id, lock=False))
@@ -127,7 +127,7 @@ def load_context(ctx: MemoryContext, limit: int) -> Op[list[LoadedSession]]:
     moment = ctx.moment()
     cut = cutoffs(moment, ctx.config.tier_policy)
 
-    def work(conn: Connection) -> tuple[list[LoadedSession], list[signals.Pending]]:
+    def work(conn: Connection) -> tuple[list[LoadedSession], list[Event]]:
         loaded, woken = load_sessions(
             conn,
             project=ctx.project,
@@ -137,8 +137,7 @@ def load_context(ctx: MemoryContext, limit: int) -> Op[list[LoadedSession]]:
         )
         if not woken:
             return loaded, []
-        payload = {"session_ids": woken, "tier": MemoryTier.ACTIVE.value, "project": ctx.project}
-        return loaded, [("tier_changed", payload)]
+        return loaded, [TierChanged(woken, MemoryTier.ACTIVE.value, ctx.project)]
 
     return (yield from feed.transact_recorded(ctx, work))
 
@@ -169,9 +168,7 @@ def recalculate(
     returning = ctx.config.change_feed or signals.tier_changed.has_receivers_for(ctx.owner)
     for low, high in _ranges(sessions, batch_size):
 
-        def batch(
-            conn: Connection, low: int = low, high: int = high
-        ) -> tuple[int, list[signals.Pending]]:
+        def batch(conn: Connection, low: int = low, high: int = high) -> tuple[int, list[Event]]:
             count, rows = recalculate_batch(
                 conn, project=project, low=low, high=high, cut=cut, returning=returning
             )
@@ -276,9 +273,9 @@ def prune(
 
         def sessions(
             conn: Connection, want: int = want
-        ) -> tuple[tuple[str, ...] | None, list[signals.Pending]]:
+        ) -> tuple[tuple[str, ...] | None, list[Event]]:
             batch = prune_batch(conn, project=project, cutoff=cutoff, want=want)
-            return batch, [("pruned", _pruned(project, sessions=batch))] if batch else []
+            return batch, [Pruned(batch, (), project)] if batch else []
 
         batch = yield from feed.transact_recorded(ctx, sessions)
         if batch is None:
@@ -289,11 +286,9 @@ def prune(
     while limit is None or removed < limit:
         want = per_batch if limit is None else min(per_batch, limit - removed)
 
-        def layer_items(
-            conn: Connection, want: int = want
-        ) -> tuple[tuple[int, ...], list[signals.Pending]]:
+        def layer_items(conn: Connection, want: int = want) -> tuple[tuple[int, ...], list[Event]]:
             items = layer_store.prune_item_batch(conn, project=project, cut=cut, want=want)
-            return items, [("pruned", _pruned(project, items=items))] if items else []
+            return items, [Pruned((), items, project)] if items else []
 
         items = yield from feed.transact_recorded(ctx, layer_items)
         if not items:
@@ -326,23 +321,13 @@ def _ranges(bounds: tuple[int, int] | None, size: int) -> list[tuple[int, int]]:
     return [(low, min(low + size - 1, last)) for low in range(first, last + 1, size)]
 
 
-def _pruned(
-    project: str, *, sessions: tuple[str, ...] = (), items: tuple[int, ...] = ()
-) -> dict[str, Any]:
-    """The keyword arguments of a ``pruned`` signal: one batch's session or item ids."""
-    return {"session_ids": sessions, "item_ids": items, "project": project}
-
-
-def _tier_signals(rows: Changed, project: str) -> list[signals.Pending]:
+def _tier_signals(rows: Changed, project: str) -> list[Event]:
     """One ``tier_changed`` per new tier of a batch, with that tier's session ids."""
     by_tier: dict[str, list[str]] = {}
     for row in rows:
         by_tier.setdefault(row.memory_tier, []).append(row.session_id)
     return [
-        (
-            "tier_changed",
-            {"session_ids": tuple(by_tier[tier.value]), "tier": tier.value, "project": project},
-        )
+        TierChanged(tuple(by_tier[tier.value]), tier.value, project)
         for tier in MemoryTier
         if tier.value in by_tier
     ]

@@ -42,6 +42,7 @@ from .._storage.database import Connection
 from .._storage.imports import ImportPlan
 from .._storage.rows import SessionRecord
 from ..errors import ImportValidationError, InvalidArgument
+from ..events import SessionImported
 from ..state import ExportedEntry, ExportedSummary, SessionState
 from ..tokens import TokenCounter
 from ..types import EntryType, MemoryEntry, MemorySummary
@@ -284,18 +285,15 @@ def import_session(
         )
     )
     now = ctx.now()
-    imported = {
-        "entries": len(plan.messages),
-        "summaries": len(plan.summary_tokens),
-        "overwrite": overwrite,
-    }
+    imported = SessionImported(
+        plan.session_id, len(plan.messages), len(plan.summary_tokens), overwrite
+    )
 
     def work(conn: Connection) -> None:
         plan.write(conn, ctx.project, overwrite=overwrite, now=now)
         # An import sends no signal, but a consumer of the feed (an indexer) must
         # learn that the session's entries were replaced.
-        change = {"session_id": plan.session_id, "payload": imported}
-        feed.record(ctx, conn, [("session:imported", change)])
+        feed.record(ctx, conn, [imported])
 
     yield from ctx.transact(work)
     return plan.session_id

@@ -40,7 +40,7 @@ from ..errors import (
     SessionNotFound,
     TiermemError,
 )
-from ..signals import Pending
+from ..events import EntryAdded, Event, SessionCleared
 from ..types import ContextMessages, EntryType, MemoryEntry
 from . import feed
 from .compress import (
@@ -246,9 +246,7 @@ def _store(
 
     def work(
         conn: Connection,
-    ) -> tuple[
-        list[MemoryEntry], SessionRecord, MessageWindow | None, Planned | None, list[Pending]
-    ]:
+    ) -> tuple[list[MemoryEntry], SessionRecord, MessageWindow | None, Planned | None, list[Event]]:
         todo = list(prepared) if attached is None else attached.choose(conn, list(prepared))
         reserved = _reserve(conn, todo) if todo else None
         if reserved is not None and (skip_existing or expected.active):
@@ -296,7 +294,7 @@ def _store(
             planned = plan_compression(ctx, conn, counters, now, token=token)
         read = window(conn, counters)
         # Their events were written with them.
-        pending += [("entry:added", {"session_id": session_id, "entry": e}) for e in entries]
+        pending += [EntryAdded(session_id, entry) for entry in entries]
         _failpoints.hit("append.before_commit")
         return entries, counters, read, planned, pending
 
@@ -481,16 +479,14 @@ def clear(ctx: MemoryContext, session_id: str) -> Op[int]:
     """Delete a session with its entries and summaries; the entries removed."""
     validate_session_id(session_id)
 
-    def work(conn: Connection) -> tuple[int, list[Pending]]:
+    def work(conn: Connection) -> tuple[int, list[Event]]:
         try:
             session = store.get_session(conn, ctx.project, session_id)
         except SessionNotFound:
             return 0, []
         cascade.delete_sessions(conn, [session.pk])
         removed = session.entry_count
-        return removed, [
-            ("session:cleared", {"session_id": session_id, "entries_removed": removed})
-        ]
+        return removed, [SessionCleared(session_id, removed)]
 
     return (yield from feed.transact_recorded(ctx, work))
 

@@ -48,6 +48,7 @@ from tiermem._storage import fts
 from tiermem._storage.database import commit_without_waiting
 from tiermem._storage.document_values import check_text, check_value
 from tiermem.errors import InvalidArgument
+from tiermem.events import DocumentDeleted, DocumentPut, Event
 from tiermem.tiers import calculate_tier
 
 from ._sweeper import Sweeper
@@ -452,13 +453,12 @@ class TieredStore(BaseStore):
             docs.put_documents(
                 conn, project=project, documents=new_docs, now=now, expires_from=expires_from
             )
-            for kind, addresses in (
-                ("document:deleted", deleted),
-                ("document:put", [(doc.namespace, doc.key) for doc in new_docs]),
-            ):
-                for namespace, key in addresses:
-                    payload = {"namespace": list(_namespace_tuple(namespace)), "key": key}
-                    self.memory.feed.record(conn, kind, payload)
+            changes: list[Event] = [
+                DocumentDeleted(_namespace_tuple(namespace), key) for namespace, key in deleted
+            ]
+            changes += [DocumentPut(_namespace_tuple(doc.namespace), doc.key) for doc in new_docs]
+            for change in changes:
+                self.memory.feed.record(conn, change)
             return results
 
         write = bool(puts) or reading

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 from langgraph.store.base import PutOp
 from tiermem.errors import TiermemError
 from tiermem.testing import wait_for_feed
@@ -37,3 +38,21 @@ def test_a_failed_batch_leaves_no_event(url: str) -> None:
             store.batch([PutOp(("users", "bob"), "prefs", {"seat": "window"}), bad])
         assert store.get(("users", "bob"), "prefs") is None
         assert _document_events(store) == []
+
+
+def test_document_event_rows_keep_their_recorded_bytes(url: str) -> None:
+    """The rows of ``document:put`` and ``document:deleted`` are exactly those
+    recorded: kind, no session, the same JSON text."""
+    with TieredStore.from_url(url) as store:
+        store.put(("users", "ada"), "prefs", {"seat": "aisle"})
+        store.put(("a", "b", "c"), "x", {"v": 1})
+        store.delete(("users", "ada"), "prefs")
+        with store.memory.engine.connect() as conn:
+            rows = conn.execute(
+                sa.text("SELECT kind, session_id, payload FROM tiermem_event ORDER BY id")
+            ).all()
+    assert [tuple(row) for row in rows] == [
+        ("document:put", None, '{"key":"prefs","namespace":["users","ada"]}'),
+        ("document:put", None, '{"key":"x","namespace":["a","b","c"]}'),
+        ("document:deleted", None, '{"key":"prefs","namespace":["users","ada"]}'),
+    ]
