@@ -33,10 +33,7 @@ wrapped and kept as ``__cause__``::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # errors are imported by everything: no import of the models at run time
-    from .types import MemoryEntry
+from typing import Any
 
 __all__ = [
     "BudgetExceeded",
@@ -129,9 +126,11 @@ class ContextReadFailed(TiermemError):
     but reading the next context afterwards failed; ``entries`` are the stored
     entries and ``__cause__`` the read's error. Read it with ``get_messages``."""
 
-    def __init__(self, message: str, *, entries: Sequence[MemoryEntry]) -> None:
+    def __init__(self, message: str, *, entries: Sequence[Any]) -> None:
         super().__init__(message)
-        self.entries = list(entries)
+        # MemoryEntry values: errors import no other tiermem module, so every
+        # module can import them.
+        self.entries: list[Any] = list(entries)
 
 
 class StaleContext(TiermemError):

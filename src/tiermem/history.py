@@ -6,16 +6,29 @@ langchain-core 2.0); this module is the only place tiermem subclasses it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
-if TYPE_CHECKING:
-    from .memory import ConversationMemory
+__all__ = ["SessionMessages", "TieredChatMessageHistory"]
 
-__all__ = ["TieredChatMessageHistory"]
+
+class SessionMessages(Protocol):
+    """What a history needs of its memory (a ``ConversationMemory`` is one)."""
+
+    def get_messages(self, session_id: str) -> list[BaseMessage]: ...
+
+    async def aget_messages(self, session_id: str) -> list[BaseMessage]: ...
+
+    def add_messages(self, session_id: str, messages: Iterable[BaseMessage]) -> object: ...
+
+    async def aadd_messages(self, session_id: str, messages: Iterable[BaseMessage]) -> object: ...
+
+    def clear_session(self, session_id: str) -> int: ...
+
+    async def aclear_session(self, session_id: str) -> int: ...
 
 
 class TieredChatMessageHistory(BaseChatMessageHistory):
@@ -27,7 +40,7 @@ class TieredChatMessageHistory(BaseChatMessageHistory):
     compress); ``clear`` deletes the session.
     """
 
-    def __init__(self, memory: ConversationMemory, session_id: str) -> None:
+    def __init__(self, memory: SessionMessages, session_id: str) -> None:
         self.memory = memory
         self.session_id = session_id
 
