@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TextsAt", "batch", "leaf_text", "state", "sweep"]
 
+#: The operations a batch runs.
+_KINDS = (GetDocument, SearchDocuments, PutDocument, ListNamespaces)
+
 #: Reads the texts at a field path of a value (``"$"``: the whole value).
 TextsAt = Callable[[Mapping[str, Any], str], list[str]]
 
@@ -209,7 +212,7 @@ def batch(
 ) -> Op[list[DocumentResult]]:
     """Run ``ops`` in one transaction; their results in the order of ``ops``."""
     for op in ops:
-        if not isinstance(op, GetDocument | SearchDocuments | PutDocument | ListNamespaces):
+        if not isinstance(op, _KINDS):
             raise InvalidArgument(f"unknown operation {type(op).__name__}")
         if isinstance(op, SearchDocuments):
             docs.filter_clause(ctx.database.dialect, op.filter)  # checks it

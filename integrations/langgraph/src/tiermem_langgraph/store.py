@@ -58,6 +58,10 @@ __all__ = ["DEFAULT_VECTOR_CANDIDATES", "ItemState", "TieredStore"]
 ItemState = DocumentState
 
 
+#: The LangGraph operations a batch runs.
+_KINDS = (GetOp, SearchOp, PutOp, ListNamespacesOp)
+
+
 @lru_cache(maxsize=1024)
 def _path_tokens(path: str) -> list[str] | str:
     return path if path == "$" else tokenize_path(path)
@@ -230,7 +234,7 @@ class TieredStore(BaseStore):
 
     def _document_op(self, op: Op) -> DocumentOp:
         """The document-store operation of a LangGraph one, checked."""
-        if not isinstance(op, GetOp | SearchOp | PutOp | ListNamespacesOp):
+        if not isinstance(op, _KINDS):
             raise InvalidArgument(f"unknown operation {type(op).__name__}")
         validate_op_namespace(op)
         if isinstance(op, GetOp):
