@@ -19,7 +19,6 @@ from ._ops import write
 from .layers import forget_scopes
 from .types import ForgetResult
 
-
 __all__ = ["ForgetResult", "aclear_session", "aforget", "clear_session", "forget"]
 
 
