@@ -37,10 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:  # errors are imported by everything: no import of the models at run time
-    from .types import MemoryEntry
+from typing import Any, ClassVar
 
 __all__ = [
     "BudgetExceeded",
@@ -141,9 +138,11 @@ class ContextReadFailed(TiermemError):
     but reading the next context afterwards failed; ``entries`` are the stored
     entries and ``__cause__`` the read's error. Read it with ``get_messages``."""
 
-    def __init__(self, message: str, *, entries: Sequence[MemoryEntry]) -> None:
+    def __init__(self, message: str, *, entries: Sequence[Any]) -> None:
         super().__init__(message)
-        self.entries = list(entries)
+        # MemoryEntry values: errors import no other tiermem module, so every
+        # module can import them.
+        self.entries: list[Any] = list(entries)
 
 
 class StaleContext(TiermemError):

@@ -10,33 +10,38 @@ the facade short.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from ._core.context import MemoryContext
 from ._core.runner import arun, run
 from ._ops import forget as ops
 from ._ops import write
 from .layers import forget_scopes
 from .types import ForgetResult
 
-if TYPE_CHECKING:
-    from .memory import ConversationMemory
-
 __all__ = ["ForgetResult", "aclear_session", "aforget", "clear_session", "forget"]
 
 
-def clear_session(memory: ConversationMemory, session_id: str) -> int:
+class HasContext(Protocol):
+    """A memory whose operations run in ``context`` (a ``ConversationMemory``)."""
+
+    @property
+    def context(self) -> MemoryContext: ...
+
+
+def clear_session(memory: HasContext, session_id: str) -> int:
     """Delete a session with its entries, summaries and vectors; returns the number of
     entries removed (0 for an unknown session). To erase a person, :meth:`forget`."""
     return run(write.clear(memory.context, session_id))
 
 
-async def aclear_session(memory: ConversationMemory, session_id: str) -> int:
+async def aclear_session(memory: HasContext, session_id: str) -> int:
     """Async :meth:`clear_session`."""
     return await arun(write.clear(memory.context, session_id))
 
 
 def forget(
-    memory: ConversationMemory,
+    memory: HasContext,
     *,
     sessions: Iterable[str] = (),
     scopes: Iterable[str] = (),
@@ -70,7 +75,7 @@ def forget(
 
 
 async def aforget(
-    memory: ConversationMemory,
+    memory: HasContext,
     *,
     sessions: Iterable[str] = (),
     scopes: Iterable[str] = (),
@@ -89,7 +94,7 @@ def _listed(scopes: Iterable[str]) -> Iterable[str]:
     return scopes if isinstance(scopes, str) else list(scopes)
 
 
-def _after(memory: ConversationMemory, result: ForgetResult, scopes: Iterable[str]) -> ForgetResult:
+def _after(memory: HasContext, result: ForgetResult, scopes: Iterable[str]) -> ForgetResult:
     """Empty the process's working memory of the erased scopes (stored or not)."""
     if not result.dry_run:
         forget_scopes(memory.context, scopes)

@@ -6,8 +6,8 @@ langchain-core 2.0); this module is the only place tiermem subclasses it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Sequence
+from typing import Literal, Protocol
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -15,13 +15,28 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from ._core.render import is_summary_message
 from .errors import InvalidArgument
 
-if TYPE_CHECKING:
-    from .memory import ConversationMemory
+__all__ = ["SessionMessages", "TieredChatMessageHistory"]
 
 __all__ = ["SummaryRole", "TieredChatMessageHistory"]
 
 #: The role the summary message takes in a history's ``messages``.
 SummaryRole = Literal["system", "human"]
+
+
+class SessionMessages(Protocol):
+    """What a history needs of its memory (a ``ConversationMemory`` is one)."""
+
+    def get_messages(self, session_id: str) -> list[BaseMessage]: ...
+
+    async def aget_messages(self, session_id: str) -> list[BaseMessage]: ...
+
+    def add_messages(self, session_id: str, messages: Iterable[BaseMessage]) -> object: ...
+
+    async def aadd_messages(self, session_id: str, messages: Iterable[BaseMessage]) -> object: ...
+
+    def clear_session(self, session_id: str) -> int: ...
+
+    async def aclear_session(self, session_id: str) -> int: ...
 
 
 class TieredChatMessageHistory(BaseChatMessageHistory):
@@ -50,7 +65,7 @@ class TieredChatMessageHistory(BaseChatMessageHistory):
     """
 
     def __init__(
-        self, memory: ConversationMemory, session_id: str, *, summary_role: SummaryRole = "system"
+        self, memory: SessionMessages, session_id: str, *, summary_role: SummaryRole = "system"
     ) -> None:
         if summary_role not in ("system", "human"):
             raise InvalidArgument(f"summary_role must be 'system' or 'human', got {summary_role!r}")

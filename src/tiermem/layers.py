@@ -34,7 +34,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ._core.runner import arun, run
 from ._ops import compact as compact_ops
@@ -54,7 +54,6 @@ from .layer_models import (
 
 if TYPE_CHECKING:
     from ._core.context import MemoryContext
-    from .memory import ConversationMemory
 
 #: How many scopes holding nothing a :class:`LayerRegistry` keeps (see there).
 MAX_IDLE_SCOPES = 256
@@ -105,9 +104,10 @@ class LayeredMemory:
         return f"LayeredMemory(project={self._state.context.project!r}, scope={self.scope!r})"
 
     @property
-    def memory(self) -> ConversationMemory:
-        """The conversation memory these layers belong to."""
-        return cast("ConversationMemory", self._state.context.owner)
+    def memory(self) -> Any:
+        """The ``ConversationMemory`` these layers belong to (typed ``Any``: the
+        memory imports this module)."""
+        return self._state.context.owner
 
     @property
     def scope(self) -> str:

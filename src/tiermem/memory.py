@@ -30,6 +30,7 @@ from ._ops import compress as compressing
 from ._ops import embed, read, tiers, transfer, write
 from ._ops.tiers import DEFAULT_LOAD_LIMIT, DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
 from ._storage.database import Database
+from .documents import DocumentStore
 from .errors import InvalidArgument
 from .feed import ChangeFeed
 from .layers import LayeredMemory, LayerRegistry
@@ -175,6 +176,11 @@ class ConversationMemory:
         """The durable change feed of this memory's project: ``changes``,
         ``follow``, ``ack`` and their async twins (:mod:`tiermem.feed`)."""
         return self._feed
+
+    @property
+    def documents(self) -> DocumentStore:
+        """JSON documents by namespace and key in this project (:mod:`tiermem.documents`)."""
+        return DocumentStore(self._context)
 
     def history(self, session_id: str, **options: Any) -> TieredChatMessageHistory:
         """A LangChain ``BaseChatMessageHistory`` over one session (``summary_role=``)."""

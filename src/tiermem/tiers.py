@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Self
 
+from ._core.settings import KeywordChecked
 from .errors import InvalidArgument
 
 __all__ = [
@@ -53,34 +52,8 @@ STORED_LAYERS = frozenset({"episodic", "semantic", "procedural"})
 DEFAULT_EXPIRING_LAYERS = frozenset({"episodic"})
 
 
-def _check_field_names(cls: type[Any], names: Iterable[str]) -> None:
-    """Refuse keywords that name no field of the dataclass ``cls``.
-
-    Raises:
-        InvalidArgument: naming the first unknown keyword and the closest field.
-    """
-    fields = [f.name for f in dataclasses.fields(cls)]
-    for name in names:
-        if name not in fields:
-            close = difflib.get_close_matches(name, fields, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; fields: {', '.join(fields)}"
-            raise InvalidArgument(f"{cls.__name__} has no field {name!r}{hint}")
-
-
-class _KeywordChecked:
-    """Base of the settings dataclasses: an unknown keyword (a typo such as
-    ``max_token=``) raises ``InvalidArgument`` like any other bad setting, where the
-    generated ``__init__`` would raise ``TypeError``."""
-
-    __slots__ = ()
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        _check_field_names(cls, kwargs)
-        return object.__new__(cls)
-
-
 @dataclass(frozen=True, slots=True)
-class TierPolicy(_KeywordChecked):
+class TierPolicy(KeywordChecked):
     """Age thresholds of the tiers; an age equal to a threshold falls in the older tier,
     except ``expired_after``: only strictly older items are EXPIRED. Each threshold is
     a ``timedelta`` of at most ``MAX_TIER_AGE`` (100 years).

@@ -12,8 +12,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from ._core.settings import KeywordChecked, check_field_names
 from .errors import InvalidArgument
-from .tiers import MemoryTier, TierPolicy, _check_field_names, _KeywordChecked
+from .tiers import MemoryTier, TierPolicy
 
 __all__ = [
     "MAX_DURATION_SECONDS",
@@ -63,7 +64,7 @@ def _positive_number(
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryConfig(_KeywordChecked):
+class MemoryConfig(KeywordChecked):
     """How a :class:`~tiermem.ConversationMemory` budgets and compresses.
 
     Attributes:
@@ -194,7 +195,7 @@ class MemoryConfig(_KeywordChecked):
 
     def replace(self, **changes: Any) -> MemoryConfig:
         """A copy with ``changes`` applied and validated."""
-        _check_field_names(type(self), changes)
+        check_field_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
 

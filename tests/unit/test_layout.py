@@ -1,5 +1,8 @@
 """The package's layout holds: small modules, SQL in one package, no import
-circle, no mixins, no private attribute reached across objects."""
+circle (type-only imports included), no mixins, no private attribute reached across
+objects, no private name imported from another module; the integrations (every
+package under ``integrations/*/src``) are held to the same size, circle and mixin
+rules and use tiermem's public API only: no ``tiermem._`` module."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 import tiermem
 
 SRC = Path(tiermem.__file__).parent
+ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 600
 #: Private names of other libraries the storage package relies on: SQLAlchemy has
 #: no public test for an AUTOCOMMIT connection. The upper bound on SQLAlchemy in
@@ -34,6 +38,23 @@ def modules() -> dict[str, Path]:
     return found
 
 
+def integration_modules() -> dict[str, Path]:
+    """Every module of the integrations' packages by dotted name."""
+    found = {}
+    for source in sorted(ROOT.glob("integrations/*/src")):
+        for path in sorted(source.rglob("*.py")):
+            parts = list(path.relative_to(source).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def all_modules() -> dict[str, Path]:
+    """The product's modules and the integrations'."""
+    return {**modules(), **integration_modules()}
+
+
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
@@ -41,16 +62,19 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports(name: str, path: Path, *, module_level: bool) -> set[str]:
+def imports(name: str, path: Path, *, module_level: bool, type_only: bool = False) -> set[str]:
     """What ``path`` imports when it runs: absolute names, ``TYPE_CHECKING`` blocks
-    left out; with ``module_level`` only what importing the module imports."""
+    left out unless ``type_only``; with ``module_level`` only what importing the
+    module imports (and, with ``type_only``, what type checking it imports)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found: set[str] = set()
 
     def visit(nodes: list[ast.stmt]) -> None:
         for node in nodes:
             if isinstance(node, ast.If) and _is_type_checking(node):
-                visit(node.orelse)
+                visit(node.body if type_only else node.orelse)
+                if type_only:
+                    visit(node.orelse)
                 continue
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
@@ -77,7 +101,7 @@ def test_no_module_is_longer_than_600_lines() -> None:
     """Every product module stays short enough to read in one sitting."""
     long = {
         name: lines
-        for name, path in modules().items()
+        for name, path in all_modules().items()
         if (lines := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
@@ -96,11 +120,14 @@ def test_only_the_storage_package_imports_the_database_libraries() -> None:
 
 
 def test_no_import_circle_between_product_modules() -> None:
-    """Importing any module never needs a module that needs it back."""
-    known = modules()
+    """Importing (or type checking) any module never needs a module that needs it
+    back, in the product and in the integrations."""
+    known = all_modules()
     graph = {
         name: {
-            dep for dep in imports(name, path, module_level=True) if dep in known and dep != name
+            dep
+            for dep in imports(name, path, module_level=True, type_only=True)
+            if dep in known and dep != name
         }
         for name, path in known.items()
     }
@@ -128,7 +155,7 @@ def test_no_import_circle_between_product_modules() -> None:
 def test_no_mixins() -> None:
     """Classes compose: none is a mixin, none inherits from two tiermem classes."""
     found = []
-    for name, path in modules().items():
+    for name, path in all_modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 local_bases = [
@@ -153,3 +180,45 @@ def test_no_private_attribute_is_reached_across_objects() -> None:
             ):
                 found.append(f"{name}:{node.lineno} .{node.attr}")
     assert found == []
+
+
+def test_integrations_import_no_private_tiermem_module() -> None:
+    """An integration uses tiermem's public API: it imports no ``tiermem._`` module
+    (nor a private name of a public one), even for type checking."""
+    found = {
+        name: sorted(
+            dep
+            for dep in imports(name, path, module_level=False, type_only=True)
+            if dep.split(".")[0] == "tiermem" and any(p.startswith("_") for p in dep.split("."))
+        )
+        for name, path in integration_modules().items()
+    }
+    assert {name: deps for name, deps in found.items() if deps} == {}
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A module imports another's public names (private modules of its own
+    package are modules, not names), in the product and in the integrations."""
+    known = all_modules()
+    found = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and not _is_module(name, path, node, alias.name, known):
+                    found.append(f"{name}:{node.lineno} {alias.name}")
+    assert found == []
+
+
+def _is_module(
+    name: str, path: Path, node: ast.ImportFrom, imported: str, known: dict[str, Path]
+) -> bool:
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")
+        anchor = anchor[: len(anchor) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+    return f"{base}.{imported}" in known

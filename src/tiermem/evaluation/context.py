@@ -29,7 +29,7 @@ from ..types import MemoryConfig
 from .baseline import BM25Baseline
 from .cache import CacheReplay
 from .dataset import Conversation, Dataset, Question, Turn
-from .runner import QUERY_DELAY, _memory, load
+from .runner import QUERY_DELAY, evaluation_memory, load
 
 __all__ = ["BUDGETS", "ContextFigures", "ContextReport", "ReplayFigures", "run_context"]
 
@@ -201,7 +201,7 @@ def _tiermem(
     kwargs: dict[str, Any] = {"config": MemoryConfig(max_tokens=budget), **(memory_kwargs or {})}
     asked = ContextFigures("tiermem, query=question", budget)
     plain = ContextFigures("tiermem, plain read", budget)
-    with _memory(url, clock, kwargs) as memory:
+    with evaluation_memory(url, clock, kwargs) as memory:
         load(memory, clock, conversations)
         if memory.context.embedder is not None:
             memory.embed_missing()
@@ -289,7 +289,7 @@ def replay_cache(
         clock = ManualClock()
         kwargs = {**(memory_kwargs or {}), "config": config, "summarizer": summarizer}
         replay = CacheReplay()
-        with _memory(url, clock, kwargs) as memory:
+        with evaluation_memory(url, clock, kwargs) as memory:
             for message in messages:
                 clock.advance(seconds=30)
                 if isinstance(message, HumanMessage):

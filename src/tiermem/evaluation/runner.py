@@ -124,7 +124,7 @@ def run_retrieval(
     conversations = [c for c in dataset.conversations if c.id in wanted]
     clock = ManualClock()
     kwargs: dict[str, Any] = {"config": EVAL_CONFIG, **(memory_kwargs or {})}
-    with _memory(url, clock, kwargs) as memory:
+    with evaluation_memory(url, clock, kwargs) as memory:
         started = time.perf_counter()
         turn_of = load(memory, clock, conversations)
         if memory.context.embedder is not None:
@@ -159,7 +159,7 @@ def run_retrieval(
 
 
 @contextmanager
-def _memory(
+def evaluation_memory(
     url: str | None, clock: ManualClock, kwargs: dict[str, Any]
 ) -> Iterator[ConversationMemory]:
     """A fresh memory: a temporary SQLite file, or a new project at ``url``."""
