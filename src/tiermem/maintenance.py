@@ -4,7 +4,8 @@
 projects a database holds (``list_projects``). Each has its async twin.
 
 These are methods of :class:`~tiermem.ConversationMemory`, defined here to keep
-the facade short; the batch sizes and the progress callback type are public here.
+the facade short; the batch sizes and the progress callback type are public here,
+and so is :func:`upgrade_schema` (``tiermem db upgrade``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "prune_expired",
     "recalculate_tiers",
     "track_access",
+    "upgrade_schema",
 ]
 
 #: ``embed_missing``'s progress callback: called with the vectors stored so far.
@@ -189,3 +191,16 @@ def list_projects(memory: ConversationMemory) -> list[ProjectCounts]:
 async def alist_projects(memory: ConversationMemory) -> list[ProjectCounts]:
     """Async :meth:`list_projects`."""
     return await arun(projects.list_projects(memory.context))
+
+
+def upgrade_schema(url: str | None = None, revision: str = "head") -> None:
+    """Migrate tiermem's tables at ``url`` (default: the embedded SQLite file, created
+    when missing) to ``revision``; idempotent.
+
+    Raises:
+        InvalidArgument: for a bad URL or an unknown revision.
+        StorageError: (a subclass) when the database fails; nothing was migrated.
+    """
+    from ._storage.migrations import upgrade  # Alembic: loaded only to migrate
+
+    upgrade(url, revision)
