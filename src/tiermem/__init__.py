@@ -26,6 +26,7 @@ from .types import (
     SearchHit,
     SessionInfo,
     SessionStats,
+    SessionView,
     TierStats,
 )
 
@@ -51,6 +52,7 @@ __all__ = [
     "SessionInfo",
     "SessionState",
     "SessionStats",
+    "SessionView",
     "TierPolicy",
     "TierStats",
     "TiermemError",

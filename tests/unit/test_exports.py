@@ -24,6 +24,7 @@ EXPECTED = [
     "SessionInfo",
     "SessionState",
     "SessionStats",
+    "SessionView",
     "TierPolicy",
     "TierStats",
     "TiermemError",
