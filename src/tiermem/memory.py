@@ -75,8 +75,9 @@ class ConversationMemory:
             write, and searches (the layers' too) fuse similarity with BM25.
         dense_weight: the similarity ranking's weight in that fusion (BM25's is 1).
         read_only: only look: never create a database or tables (a missing SQLite
-            file or schema is ``StorageUnavailable``), and every write, access
-            records included, raises ``ReadOnlyMemory``; use :meth:`peek`.
+            file or schema is ``StorageUnavailable``); an operation that would change
+            a row, an access record included, raises ``ReadOnlyMemory`` and writes
+            nothing (read sessions with :meth:`peek`).
 
     Raises:
         InvalidArgument: for bad arguments.

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from ..errors import InvalidArgument, TiermemError
+from ..errors import InvalidArgument, StorageUnavailable, TiermemError
 from ..memory import ConversationMemory
 
 __all__ = [
@@ -127,7 +127,7 @@ class MemoryTools:
             return
         if not self.memory.database.has_tables():
             where = self.memory.engine.url.render_as_string(hide_password=True)
-            raise InvalidArgument(f"no tiermem tables in {where}: nothing stored yet")
+            raise StorageUnavailable(f"no tiermem tables in {where}: nothing stored yet")
         self._tables_seen = True
 
     async def call(
