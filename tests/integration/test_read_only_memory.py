@@ -123,6 +123,26 @@ def test_a_write_raises_read_only_and_leaves_the_database_as_it_was(
     assert _stored(engine) == before
 
 
+NOTHING_TO_CHANGE: dict[str, Callable[[ConversationMemory], Any]] = {
+    "prune nothing expired": lambda m: m.prune_expired(),
+    "recalculate unchanged tiers": lambda m: m.recalculate_tiers(),
+    "clear an unknown session": lambda m: m.clear_session("unknown"),
+    "count what forgetting would erase": lambda m: m.forget(sessions=["s"], dry_run=True).dry_run,
+}
+
+
+@pytest.mark.parametrize("operation", NOTHING_TO_CHANGE.values(), ids=NOTHING_TO_CHANGE.keys())
+def test_an_operation_finding_nothing_to_change_succeeds_alike_on_both_backends(
+    engine: Engine, clock: ManualClock, operation: Callable[[ConversationMemory], Any]
+) -> None:
+    _conversation(engine, clock)
+    before = _stored(engine)
+    reader = ConversationMemory(engine=engine, clock=clock, read_only=True)
+    assert operation(reader) in (0, True)
+    reader.close()
+    assert _stored(engine) == before
+
+
 def test_peek_records_no_access(memory: ConversationMemory, clock: ManualClock) -> None:
     memory.add_user_message("s", "hello")
     stored = memory.get_stats("s")

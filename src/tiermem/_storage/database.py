@@ -72,8 +72,6 @@ _PG_PLAN_SETTING = "plan_cache_mode = force_custom_plan"
 #: REPEATABLE READ transactions never fail with serialization errors.
 _PG_SNAPSHOT_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY; "
 _PG_SNAPSHOT_WRITE = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
-#: PostgreSQL's SQLSTATE for a write in a READ ONLY transaction.
-_PG_READ_ONLY_TRANSACTION = "25006"
 _READ_ONLY_MESSAGE = "this memory is read-only: it neither stores nor records accesses"
 
 
@@ -470,8 +468,6 @@ class Database:
                 if sqlstate in _RETRYABLE_PG and attempt + 1 < _MAX_RETRIES:
                     time.sleep(0.01 * 2**attempt)
                     continue
-                if sqlstate == _PG_READ_ONLY_TRANSACTION and self.read_only:
-                    raise ReadOnlyMemory(_READ_ONLY_MESSAGE) from error
                 raise translate_error(error) from error
             except (exc.CompileError, exc.ArgumentError, exc.InvalidRequestError):
                 raise  # programming errors, not storage failures
@@ -520,11 +516,16 @@ def parse_url(url: str) -> sa.URL:
 def _only_looking(work: Callable[[Connection], T], conn: Connection) -> T:
     """Run ``work``, asked for a write transaction, on a read-only database: it may
     look and may index pending full-text rows (SQLite: upkeep of a derived index,
-    done first, not a change of what is stored), and any change it makes to a row,
-    an access record included, raises ``ReadOnlyMemory`` and rolls back."""
+    done first, not a change of what is stored), and any row it changed or locked,
+    an access record included, raises ``ReadOnlyMemory`` and rolls back. (An
+    operation that finds nothing to change, a prune of nothing expired, succeeds
+    alike on both backends.)"""
     if conn.dialect.name != "sqlite":
-        conn.exec_driver_sql("SET TRANSACTION READ ONLY")  # a write fails: SQLSTATE 25006
-        return work(conn)
+        result = work(conn)
+        # PostgreSQL gives a transaction an id when it first changes or locks a row.
+        if conn.exec_driver_sql("SELECT pg_current_xact_id_if_assigned()").scalar() is not None:
+            raise ReadOnlyMemory(_READ_ONLY_MESSAGE)
+        return result
     fts.flush(conn)
     driver = conn.connection.driver_connection
     before = driver.total_changes  # type: ignore[union-attr]
