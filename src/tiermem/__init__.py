@@ -28,6 +28,7 @@ from .types import (
     SearchHit,
     SessionInfo,
     SessionStats,
+    SessionView,
     TierStats,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "SessionInfo",
     "SessionState",
     "SessionStats",
+    "SessionView",
     "TierPolicy",
     "TierStats",
     "TiermemError",

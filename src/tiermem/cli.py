@@ -36,11 +36,6 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
     raise SystemExit("the tiermem command needs the cli extra: pip install 'tiermem[cli]'") from exc
 
 from . import state
-from ._core.clock import utc_now
-from ._core.files import read_at_most
-from ._core.runner import run
-from ._ops import read
-from ._ops.tiers import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
 from .cli_browse import empty_project_hint, projects, search
 from .cli_common import (
     OneLineUsageGroup,
@@ -62,10 +57,11 @@ from .cli_forget import forget_command
 from .cli_mcp import mcp_command
 from .doctor import find_violations
 from .errors import ImportValidationError, InvalidArgument, TiermemError
+from .maintenance import DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress, upgrade_schema
 from .memory import ConversationMemory
 from .retention import preview_expired, prune_rule
 from .tiers import calculate_tier
-from .types import SessionStats, TierStats
+from .types import TierStats
 
 __all__ = ["app", "main"]
 
@@ -106,15 +102,10 @@ def _root(
 app.command("copy")(copy_command)
 
 
-def peek(memory: ConversationMemory, session_id: str) -> tuple[str, SessionStats]:
-    """A session's context text and counters, without recording an access."""
-    return run(read.peek(memory.context, session_id))
-
-
 def sessions_table(memory: ConversationMemory, limit: int | None = None) -> Table:
     """The sessions of ``memory``'s project, each with its tier as of now (the stored
     tier is only as fresh as the last access or ``recalc``)."""
-    now = utc_now()
+    now = memory.now()
     policy = memory.config.tier_policy
     listed = memory.list_sessions(limit=limit)
     # An id is never split or cut short (an operator copies it): its column does not
@@ -165,7 +156,8 @@ def show(
     """Print a session's context as the model sees it, and its counters. Records no
     access: looking at a session does not change its tier."""
     with open_memory(url, project, read_only=True) as memory:
-        text, stats = peek(memory, session_id)
+        view = memory.peek(session_id)
+        text, stats = view.context, view.stats
         console.print(text, markup=False, highlight=False)
         console.print(
             f"\n{stats.total_entries} entries ({stats.active_entries} active, "
@@ -203,11 +195,11 @@ def read_input(file: Path) -> bytes:
         OSError: the file cannot be read.
     """
     if str(file) != "-":
-        data = read_at_most(file, state.MAX_IMPORT_BYTES)
+        data = state.read_export(file)
     elif sys.stdin.isatty():
         raise InvalidArgument("stdin is a terminal: pipe an export into 'tiermem import -'")
     else:
-        data = read_at_most(sys.stdin.buffer, state.MAX_IMPORT_BYTES)
+        data = state.read_export(sys.stdin.buffer)
         if data is not None and not data.strip():
             raise InvalidArgument("nothing to import on stdin")
     if data is None:
@@ -248,10 +240,8 @@ def db_upgrade(
     ] = "head",
 ) -> None:
     """Apply the schema migrations (idempotent); creates a missing SQLite file."""
-    from ._storage.migrations import upgrade
-
     with reported():
-        upgrade(url, revision)
+        upgrade_schema(url, revision)
     console.print(f"schema at {escape(revision)}")
 
 
@@ -260,7 +250,7 @@ def doctor(url: UrlOption = None) -> None:
     """Check the storage invariants; exit code 3 when any is broken. Never creates
     a database."""
     with open_memory(url, read_only=True) as memory:
-        problems = find_violations(memory.engine, now=utc_now())
+        problems = find_violations(memory.engine, now=memory.now())
     if problems:
         for problem in problems:
             console.print(f"[red]x[/red] {escape(problem)}")

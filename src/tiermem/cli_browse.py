@@ -11,9 +11,8 @@ import typer
 from rich.table import Column
 from rich.text import Text
 
-from ._core.runner import run
-from ._ops.projects import ProjectCounts, list_projects
 from .cli_common import ProjectOption, UrlOption, console, err_console, listing, open_memory
+from .maintenance import ProjectCounts
 from .memory import ConversationMemory
 
 __all__ = ["empty_project_hint", "projects", "search"]
@@ -40,7 +39,7 @@ def _described(counts: ProjectCounts) -> str:
 def empty_project_hint(memory: ConversationMemory, what: Literal["sessions", "events"]) -> None:
     """When project ``memory.project`` holds no ``what``, tell so on stderr and name
     the projects that have data (the usual reason: a forgotten ``--project``)."""
-    found = run(list_projects(memory.context))
+    found = memory.list_projects()
     if any(p.project == memory.project and getattr(p, what) for p in found):
         return  # the project has some: the listing is empty for another reason
     others = [p for p in found if p.project != memory.project]
@@ -56,7 +55,7 @@ def projects(url: UrlOption = None) -> None:
     """List the projects that hold data, with their sessions, layer items, stored
     documents and change events. Records no access."""
     with open_memory(url, read_only=True) as memory:
-        found = run(list_projects(memory.context))
+        found = memory.list_projects()
     table = listing(
         Column("project", overflow="fold"),
         Column("sessions", justify="right"),

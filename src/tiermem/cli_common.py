@@ -7,7 +7,6 @@ import inspect
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -18,8 +17,7 @@ from rich.table import Column, Table
 from typer._click.exceptions import NoArgsIsHelpError, UsageError  # typer's own click
 from typer.core import TyperGroup
 
-from ._storage.database import DEFAULT_URL, DRIVER_ERRORS, parse_url, translate_error
-from .errors import InvalidArgument, TiermemError
+from .errors import TiermemError
 from .memory import ConversationMemory
 
 __all__ = [
@@ -27,7 +25,6 @@ __all__ = [
     "ProjectOption",
     "QuietOption",
     "UrlOption",
-    "check_exists",
     "console",
     "err_console",
     "fail",
@@ -55,8 +52,8 @@ def fail(message: str) -> NoReturn:
 
 @contextmanager
 def reported() -> Iterator[None]:
-    """Turn the errors an operator can cause (tiermem's, the file system's, the
-    driver's) into one line on stderr and exit code 1."""
+    """Turn the errors an operator can cause (tiermem's, database failures
+    included, and the file system's) into one line on stderr and exit code 1."""
     try:
         yield
     except TiermemError as error:
@@ -64,42 +61,45 @@ def reported() -> Iterator[None]:
     except OSError as error:
         where = f" {error.filename}" if error.filename else ""
         fail(f"cannot access{where}: {error.strerror or error}")
-    except DRIVER_ERRORS as error:
-        fail(str(translate_error(error)))
 
 
-def check_exists(url: str | None) -> None:
-    """Refuse a SQLite URL whose file does not exist: a read must not create one.
+def check_exists(url: str | None, project: str = "default") -> None:
+    """Refuse a database that does not exist or has no tiermem tables, creating
+    nothing (a missing SQLite file stays missing).
 
     Raises:
-        InvalidArgument: for a URL that does not parse or a missing SQLite file.
+        StorageUnavailable: no such SQLite file, or no tiermem tables.
+        InvalidArgument: for a URL that does not parse.
     """
-    parsed = parse_url(url or DEFAULT_URL)
-    path = parsed.database
-    if parsed.get_backend_name() == "sqlite" and path not in (None, "", ":memory:"):
-        if not path.startswith("file:") and not Path(path).is_file():
-            raise InvalidArgument(f"no database at {path}")
+    with ConversationMemory(url, project=project, read_only=True) as probe:
+        probe.database.ensure_schema()  # read-only: checks, creates nothing
 
 
 @contextmanager
 def open_memory(
-    url: str | None, project: str = "default", *, read_only: bool = False, **kwargs: Any
+    url: str | None,
+    project: str = "default",
+    *,
+    read_only: bool = False,
+    existing: bool = False,
+    **kwargs: Any,
 ) -> Iterator[ConversationMemory]:
     """A memory for one command; errors become one line on stderr and exit code 1.
 
     Args:
-        read_only: the command only reads: a missing SQLite file, or a database
-            without tiermem's tables, is an error instead of being created.
+        read_only: the command only looks: a read-only memory (a missing SQLite
+            file, or a database without tiermem's tables, is an error; nothing is
+            created, no access recorded).
+        existing: the command writes, but only to a database that has tiermem's
+            tables: a missing one is an error instead of being created.
     """
     with reported():
-        if read_only:
-            check_exists(url)
-        memory = ConversationMemory(url, project=project, **kwargs)
+        if existing and not read_only:
+            check_exists(url, project)
+        memory = ConversationMemory(url, project=project, read_only=read_only, **kwargs)
         try:
-            if read_only and not memory.database.has_tables():
-                # The first operation would create the tables: a read must not.
-                where = memory.engine.url.render_as_string(hide_password=True)
-                raise InvalidArgument(f"no tiermem tables in {where}: nothing stored yet")
+            if read_only:
+                memory.database.ensure_schema()  # checks the tables before any output
             yield memory
         finally:
             memory.close()

@@ -10,8 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ._core.runner import run
-from ._ops import embed as embed_ops
 from .cli_common import (
     ProjectOption,
     QuietOption,
@@ -89,9 +87,9 @@ def embed(
     with reported():
         model = load_embeddings(embeddings)
     report = None if quiet else _embed_progress(progress)
-    with open_memory(url, project, read_only=True, embeddings=model) as memory:
+    with open_memory(url, project, existing=True, embeddings=model) as memory:
         try:
-            stored = run(embed_ops.embed_missing(memory.context, progress=report))
+            stored = memory.embed_missing(progress=report)
         finally:
             if report is not None and err_console.is_terminal:
                 err_console.file.write("\n")

@@ -69,7 +69,7 @@ def forget_command(
         raise typer.BadParameter("name at least one --session, --scope or --namespace")
     namespaces = [tuple(text.split(".")) for text in namespace or ()]
     # A missing database (or one without tiermem's tables) is an error, never created.
-    with open_memory(url, project, read_only=True) as memory:
+    with open_memory(url, project, existing=True) as memory:
         result = memory.forget(
             sessions=session or (),
             scopes=scope or (),

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_common import ProjectOption, UrlOption, check_exists, fail, reported
+from .cli_common import ProjectOption, UrlOption, fail, reported
 from .errors import InvalidArgument
 from .memory import ConversationMemory
 from .types import MemoryConfig
@@ -161,6 +161,8 @@ def mcp_command(
                 "hosts needs --token (or TIERMEM_MCP_TOKEN)"
             )
         if read_only:
-            check_exists(url)  # no connection yet: an unreachable database is a tool error
+            # A read-only memory refuses a missing SQLite file without connecting:
+            # an unreachable database stays a tool error.
+            ConversationMemory(url, read_only=True).close()
         memory = server_memory(url, project, chat_model=chat_model, limits=limits)
     serve(memory, read_only=read_only, all_projects=all_projects, http=address, token=token)

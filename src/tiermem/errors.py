@@ -31,6 +31,7 @@ wrapped and kept as ``__cause__``::
       x TokenizerUnavailable
       x EmbeddingsUnavailable
       x CopyConflict
+      x ReadOnlyMemory
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidContent",
     "InvalidSessionId",
+    "ReadOnlyMemory",
     "SessionNotFound",
     "StaleContext",
     "StorageBusy",
@@ -235,3 +237,7 @@ class CopyConflict(TiermemError):
     """``copy_project``: the target already holds something of that name (a session,
     a layer scope, a document, change-feed events) that differs from the source's;
     nothing of the project was written by the copy that found it."""
+
+
+class ReadOnlyMemory(TiermemError):
+    """A write (an access record included) on a memory opened with ``read_only=True``."""

@@ -17,37 +17,34 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
-from . import forgetting, signals
+from . import forgetting, maintenance, signals
 from ._compression.policy import SummarizerLike
 from ._compression.summarizer import make_summarizer
 from ._core.clock import utc_now
 from ._core.context import MemoryContext
 from ._core.embedder import Embedder
-from ._core.messages import clear_cache, validate_session_id
+from ._core.messages import validate_session_id
 from ._core.render import SUMMARY_HEADER
 from ._core.runner import arun, run
 from ._ops import compress as compressing
-from ._ops import embed, read, tiers, transfer, write
-from ._ops.tiers import DEFAULT_LOAD_LIMIT, DEFAULT_PRUNE_BATCH, DEFAULT_RECALC_BATCH, Progress
+from ._ops import read, transfer, write
 from ._storage.database import Database
 from .documents import DocumentStore
 from .errors import InvalidArgument
 from .feed import ChangeFeed
 from .layers import LayeredMemory, LayerRegistry
 from .state import SessionState
-from .tiers import MemoryTier
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .types import (
     CompressionResult,
     ContextMessages,
-    LoadedSession,
     MemoryConfig,
     MemoryEntry,
     MemorySummary,
     SearchHit,
     SessionInfo,
     SessionStats,
-    TierStats,
+    SessionView,
 )
 
 if TYPE_CHECKING:  # the deprecated base class is imported lazily at run time
@@ -78,9 +75,14 @@ class ConversationMemory:
             ``init_embeddings`` (the ``embeddings`` extra): embedded after each
             write, and searches (the layers' too) fuse similarity with BM25.
         dense_weight: the similarity ranking's weight in that fusion (BM25's is 1).
+        read_only: only look: never create a database or tables (a missing SQLite
+            file or schema is ``StorageUnavailable``); an operation that would change
+            a row, an access record included, raises ``ReadOnlyMemory`` and writes
+            nothing (read sessions with :meth:`peek`).
 
     Raises:
         InvalidArgument: for bad arguments.
+        StorageUnavailable: ``read_only`` on a SQLite file that does not exist.
         TokenizerUnavailable: if the encoding cannot be loaded (fail fast).
     """
 
@@ -98,6 +100,7 @@ class ConversationMemory:
         lock_timeout: float = 30.0,
         embeddings: Embeddings | str | None = None,
         dense_weight: float = 1.0,
+        read_only: bool = False,
     ) -> None:
         project = validate_session_id(project, "project")
         if config is not None and not isinstance(config, MemoryConfig):
@@ -105,7 +108,11 @@ class ConversationMemory:
         counter = TokenCounter(model=model, encoding=encoding)
         # Without an injected clock, PostgreSQL stamps accesses with its own now().
         database = Database(
-            url, engine=engine, lock_timeout=lock_timeout, server_time=clock is None
+            url,
+            engine=engine,
+            lock_timeout=lock_timeout,
+            server_time=clock is None,
+            read_only=read_only,
         )
         self._context = MemoryContext(
             project=project,
@@ -143,8 +150,8 @@ class ConversationMemory:
 
     @property
     def context(self) -> MemoryContext:
-        """The state this memory's operations share (for extensions and the
-        command line, which run operations of :mod:`tiermem._ops` on it)."""
+        """The state this memory's operations share (for extensions, which run
+        operations of :mod:`tiermem._ops` on it)."""
         return self._context
 
     @property
@@ -196,13 +203,13 @@ class ConversationMemory:
         return self._layers.get(self._context, scope, max_working_entries)
 
     def close(self) -> None:
-        """Drain background compression and embedding, release the connection pool
-        and empty the process's parse cache of stored messages."""
+        """Drain background compression and embedding and release the connection
+        pool. (The parse cache of stored messages is the process's, shared by every
+        memory and bounded: a close leaves it to the other memories.)"""
         self._context.background.drain()
         if self._context.embedder is not None:
             self._context.embedder.queue.drain()
         self._context.database.dispose()
-        clear_cache()
 
     async def aclose(self) -> None:
         """Async :meth:`close`: drains background compression off the event loop."""
@@ -400,6 +407,15 @@ class ConversationMemory:
         """Async :meth:`get_summaries`."""
         return await arun(read.summaries(self._context, session_id))
 
+    def peek(self, session_id: str) -> SessionView:
+        """The context text and counters of a session from one snapshot, recording no
+        access (looking is not using). ``SessionNotFound`` for an unknown session."""
+        return SessionView(*run(read.peek(self._context, session_id)))
+
+    async def apeek(self, session_id: str) -> SessionView:
+        """Async :meth:`peek`."""
+        return SessionView(*await arun(read.peek(self._context, session_id)))
+
     def get_stats(self, session_id: str) -> SessionStats:
         """Counters of a session (from its row, no scan); not an access.
         ``SessionNotFound`` for an unknown session."""
@@ -439,16 +455,6 @@ class ConversationMemory:
         """Async :meth:`search`."""
         return await arun(read.search(self._context, query, session_id, limit, window))
 
-    def embed_missing(self) -> int:
-        """Embed every entry and layer item of the project without a vector of this
-        memory's model (older ones, or all after a model change); returns how many.
-        ``EmbeddingFailed`` if the model fails (earlier batches stay stored)."""
-        return run(embed.embed_missing(self._context))
-
-    async def aembed_missing(self) -> int:
-        """Async :meth:`embed_missing`."""
-        return await arun(embed.embed_missing(self._context))
-
     def compress(
         self, session_id: str, force: bool = False, *, keep: int | None = None
     ) -> CompressionResult | None:
@@ -470,98 +476,17 @@ class ConversationMemory:
         """Async :meth:`compress`."""
         return await arun(compressing.compress(self._context, session_id, force=force, keep=keep))
 
-    def track_access(self, session_id: str) -> SessionInfo:
-        """Record an access without reading: ``last_accessed`` becomes now, ``access_count``
-        grows and the tier becomes ACTIVE (``tier_changed`` if it was another). Returns the
-        session as stored after it; ``SessionNotFound`` for an unknown (or pruned) session."""
-        return run(tiers.track(self._context, session_id))
-
-    async def atrack_access(self, session_id: str) -> SessionInfo:
-        """Async :meth:`track_access`."""
-        return await arun(tiers.track(self._context, session_id))
-
-    def load_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
-        """The project's sessions, most relevant first (ACTIVE, RECENT, then ARCHIVED, each most
-        recently accessed first; never EXPIRED), each load recorded as an access; returns
-        them as stored after it, with the tier they were loaded from."""
-        return run(tiers.load_context(self._context, limit))
-
-    async def aload_context(self, limit: int = DEFAULT_LOAD_LIMIT) -> list[LoadedSession]:
-        """Async :meth:`load_context`."""
-        return await arun(tiers.load_context(self._context, limit))
-
-    def recalculate_tiers(
-        self,
-        project: str | None = None,
-        *,
-        batch_size: int = DEFAULT_RECALC_BATCH,
-        progress: Progress | None = None,
-    ) -> int:
-        """Store the tier every session and stored layer item of ``project`` (default: this
-        memory's) has by its ``last_accessed``: set-based ``UPDATE`` statements over id ranges
-        of ``batch_size`` sessions or items, one transaction each, ``tier_changed`` sent once
-        per new tier after each session batch, and ``progress(done, total)`` called; future
-        accesses are clamped to now first. Returns how many sessions and items changed tier."""
-        return run(tiers.recalculate(self._context, project, batch_size, progress))
-
-    async def arecalculate_tiers(
-        self,
-        project: str | None = None,
-        *,
-        batch_size: int = DEFAULT_RECALC_BATCH,
-        progress: Progress | None = None,
-    ) -> int:
-        """Async :meth:`recalculate_tiers`."""
-        return await arun(tiers.recalculate(self._context, project, batch_size, progress))
-
-    def get_tier_stats(self, project: str | None = None) -> TierStats:
-        """How many sessions, and stored layer items, of ``project`` (default: this
-        memory's) are in each tier by their current ``last_accessed`` (no need to
-        run :meth:`recalculate_tiers` first)."""
-        return run(tiers.tier_stats(self._context, project))
-
-    async def aget_tier_stats(self, project: str | None = None) -> TierStats:
-        """Async :meth:`get_tier_stats`."""
-        return await arun(tiers.tier_stats(self._context, project))
-
-    def least_recently_used(self, tier: MemoryTier | str, limit: int = 10) -> list[SessionInfo]:
-        """The sessions of this project in ``tier`` (by their current
-        ``last_accessed``), least recently accessed first. Not an access."""
-        return run(tiers.lru(self._context, tier, limit))
-
-    async def aleast_recently_used(
-        self, tier: MemoryTier | str, limit: int = 10
-    ) -> list[SessionInfo]:
-        """Async :meth:`least_recently_used`."""
-        return await arun(tiers.lru(self._context, tier, limit))
-
-    def prune_expired(
-        self,
-        limit: int | None = None,
-        dry_run: bool = False,
-        *,
-        batch_size: int = DEFAULT_PRUNE_BATCH,
-        progress: Progress | None = None,
-    ) -> int:
-        """Delete this project's expired sessions (with their entries and summaries), then its
-        expired layer items and documents, ``batch_size`` per transaction, oldest first
-        (``pruned`` after each), then, without ``limit``, change-feed events older than
-        ``event_retention``; idempotent. An access that commits first saves a session. ``limit``
-        caps the sessions and items (sessions first); ``dry_run`` only counts; ``progress(done,
-        total)`` follows each batch. Returns the number of sessions and items deleted (or, with
-        ``dry_run``, that would be)."""
-        return run(tiers.prune(self._context, limit, dry_run, batch_size, progress))
-
-    async def aprune_expired(
-        self,
-        limit: int | None = None,
-        dry_run: bool = False,
-        *,
-        batch_size: int = DEFAULT_PRUNE_BATCH,
-        progress: Progress | None = None,
-    ) -> int:
-        """Async :meth:`prune_expired`."""
-        return await arun(tiers.prune(self._context, limit, dry_run, batch_size, progress))
+    # Tiers, embeddings, projects: in tiermem.maintenance (old names kept here).
+    track_access, atrack_access = maintenance.track_access, maintenance.atrack_access
+    load_context, aload_context = maintenance.load_context, maintenance.aload_context
+    recalculate_tiers = maintenance.recalculate_tiers
+    arecalculate_tiers = maintenance.arecalculate_tiers
+    get_tier_stats, aget_tier_stats = maintenance.get_tier_stats, maintenance.aget_tier_stats
+    least_recently_used = maintenance.least_recently_used
+    aleast_recently_used = maintenance.aleast_recently_used
+    prune_expired, aprune_expired = maintenance.prune_expired, maintenance.aprune_expired
+    embed_missing, aembed_missing = maintenance.embed_missing, maintenance.aembed_missing
+    list_projects, alist_projects = maintenance.list_projects, maintenance.alist_projects
 
     def export_session(self, session_id: str) -> SessionState:
         """A deterministic, JSON round-trippable snapshot of a session; not an access.

@@ -11,14 +11,23 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ._core.files import read_at_most
 from .errors import ImportValidationError
 from .types import EntryType
 
-__all__ = ["MAX_IMPORT_BYTES", "SCHEMA_VERSION", "ExportedEntry", "ExportedSummary", "SessionState"]
+__all__ = [
+    "MAX_IMPORT_BYTES",
+    "SCHEMA_VERSION",
+    "ExportedEntry",
+    "ExportedSummary",
+    "SessionState",
+    "read_export",
+]
 
 SCHEMA_VERSION: Literal[1] = 1
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
@@ -172,3 +181,14 @@ def _check_depth(value: Any) -> None:
 
 
 # --------------------------------------------------------------------------- export
+
+
+def read_export(source: str | Path | BinaryIO) -> bytes | None:
+    """The bytes of an export at ``source`` (a path, or a binary stream such as
+    stdin), or ``None`` when it holds more than :data:`MAX_IMPORT_BYTES` (an endless
+    input is read no further than one byte past that).
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    return read_at_most(source, MAX_IMPORT_BYTES)

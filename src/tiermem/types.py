@@ -29,6 +29,7 @@ __all__ = [
     "SearchHit",
     "SessionInfo",
     "SessionStats",
+    "SessionView",
 ]
 
 
@@ -435,3 +436,16 @@ class ForgetResult:
             "documents": self.documents,
             "events": self.events,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A session as :meth:`~tiermem.ConversationMemory.peek` saw it, from one snapshot.
+
+    Attributes:
+        context: the context text (as ``get_context_for_llm`` renders it).
+        stats: the session's counters; its access record is as it was.
+    """
+
+    context: str
+    stats: SessionStats

@@ -129,8 +129,8 @@ def test_help_paragraphs_wrap_at_the_terminal_width() -> None:
         "Print a session's context as the model sees it, and its counters. Records no "
         "access: looking at a session does not change its tier.",
         "Check the storage invariants; exit code 3 when any is broken. Never creates a database.",
-        "Delete expired sessions with their entries and summaries, then expired layer "
-        "items, oldest first,",
+        "Delete expired sessions with their entries and summaries, then expired episodes "
+        "(learned facts and rules are kept), oldest first,",
     ):
         assert sentence in listing
     shown = runner.invoke(cli.app, ["show", "--help"], env={"COLUMNS": "250"}).stdout

@@ -234,7 +234,7 @@ SPECS: dict[str, Spec] = {
         setup=conversation,
     ),
     # Without embeddings both refuse; with them, test_search_embeddings runs the pair.
-    "memory.embed_missing": Spec([call()], setup=conversation),
+    "memory.embed_missing": Spec([call(), call(progress=[].append)], setup=conversation),
     "memory.expand_summary": Spec(
         [call(1), call(999), call("1"), call(-1)],
         setup=compressed,
@@ -273,6 +273,8 @@ SPECS: dict[str, Spec] = {
         ],
         setup=aged,
     ),
+    "memory.list_projects": Spec([call()], setup=aged),
+    "memory.peek": Spec([call("s"), call("unknown"), call(""), call(5)], setup=compressed),
     "memory.list_sessions": Spec(
         [call(), call(limit=1), call(limit=1, offset=1), call(limit=-1), call(offset=-1)],
         setup=aged,

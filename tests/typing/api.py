@@ -26,6 +26,7 @@ from tiermem import (
     SessionInfo,
     SessionState,
     SessionStats,
+    SessionView,
     TiermemError,
     TokenCounter,
     is_summary_message,
@@ -121,6 +122,15 @@ def read(memory: ConversationMemory) -> None:
     assert_type(stats, SessionStats)
     assert_type(stats.context_tokens, int)
     assert_type(memory.list_sessions(limit=10, offset=0), list[SessionInfo])
+    view = memory.peek("s")  # records no access
+    assert_type(view.context, str)
+    assert_type(view.stats, SessionStats)
+    assert_type(memory.list_projects()[0].sessions, int)
+    assert_type(memory.track_access("s"), SessionInfo)
+    assert_type(memory.prune_expired(dry_run=True, progress=lambda done, total: None), int)
+    assert_type(memory.embed_missing(progress=lambda stored: None), int)
+    looking = ConversationMemory("sqlite:///tiermem.db", read_only=True)
+    assert_type(looking.peek("s"), SessionView)
     assert_type(is_summary_message(memory.get_messages("s")[0]), bool)
     assert_type(memory.history("s"), TieredChatMessageHistory)
     history: BaseChatMessageHistory = memory.history("s")

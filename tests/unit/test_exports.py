@@ -26,6 +26,7 @@ EXPECTED = [
     "SessionInfo",
     "SessionState",
     "SessionStats",
+    "SessionView",
     "TierPolicy",
     "TierStats",
     "TiermemError",

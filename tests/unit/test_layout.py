@@ -119,6 +119,28 @@ def test_only_the_storage_package_imports_the_database_libraries() -> None:
     assert {name: found for name, found in offenders.items() if found} == {}
 
 
+def test_the_command_line_and_the_mcp_server_use_only_the_public_api() -> None:
+    """``tiermem.cli*`` and ``tiermem.mcp`` are clients of the public API: they import
+    no ``tiermem._ops``, ``tiermem._core`` or ``tiermem._storage`` module (nor the
+    database libraries: a driver error reaches them as a ``TiermemError``)."""
+    private = ("tiermem._ops", "tiermem._core", "tiermem._storage", "tiermem._compression")
+    clients = {
+        name: path
+        for name, path in modules().items()
+        if name.startswith(("tiermem.cli", "tiermem.mcp"))
+    }
+    assert "tiermem.cli" in clients and "tiermem.mcp.access" in clients
+    offenders = {
+        name: sorted(
+            i
+            for i in imports(name, path, module_level=False)
+            if i.startswith(private) or i.split(".")[0] in DRIVER_PACKAGES
+        )
+        for name, path in clients.items()
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
 def test_no_import_circle_between_product_modules() -> None:
     """Importing (or type checking) any module never needs a module that needs it
     back, in the product and in the integrations."""

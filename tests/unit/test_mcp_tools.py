@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from tiermem import ConversationMemory, TierStats, errors
+from tiermem import ConversationMemory, TierStats
 from tiermem.cli import app
-from tiermem.errors import InvalidArgument, SessionNotFound, StorageError
+from tiermem.errors import InvalidArgument, SessionNotFound, StorageBusy
 from tiermem.mcp import READING_TOOLS, WRITING_TOOLS, MemoryTools, build_server
 from tiermem.mcp.access import tool_error
 from tiermem.mcp.results import memory_stats
@@ -72,13 +71,13 @@ def test_memory_stats_health_hints() -> None:
 
 def test_tool_errors_carry_the_typed_message() -> None:
     """A tiermem error becomes isError with 'Class: message' (a KeyError subclass is not
-    quoted); a raw database error is translated to tiermem's storage errors first."""
+    quoted). Database failures arrive as tiermem's storage errors (the public API
+    translates them), so they are presented the same way."""
     result = tool_error(SessionNotFound("no summary 5 in project 'p'"))
     assert result.is_error and result.structured_content is None
     assert result.content[0].text == "SessionNotFound: no summary 5 in project 'p'"  # type: ignore[union-attr]
-    raw = tool_error(sa.exc.OperationalError("SELECT 1", {}, Exception("disk I/O error")))
-    name = raw.content[0].text.split(":", 1)[0]  # type: ignore[union-attr]
-    assert raw.is_error and issubclass(getattr(errors, name), StorageError)
+    busy = tool_error(StorageBusy("database busy, retry later"))
+    assert busy.content[0].text == "StorageBusy: database busy, retry later"  # type: ignore[union-attr]
 
 
 def test_tool_sets_are_disjoint() -> None:

@@ -18,6 +18,7 @@ from .._core.messages import classify, deserialize, load_text, render_text
 from .._core.shape import provider_shape_problems
 from .._core.structure import EntryFacts, SummaryFacts, session_problems, unanswered_calls
 from ..tiers import MemoryTier, TierPolicy, calculate_tier
+from .database import translate_error
 from .rows import SessionRecord
 from .schema import entry_table, session_table, summary_table
 from .tables import TABLES
@@ -49,6 +50,9 @@ def find_violations(
             transactions of backends with this name (I9; call after workers exit).
         claim_ttl: with ``now``, report claims that expire later than ``now + claim_ttl``.
         policy: with ``now``, report stored tiers older than ``last_accessed`` implies.
+
+    Raises:
+        StorageError: (a subclass) when the database fails, given an engine.
     """
 
     def run(conn: Connection) -> list[str]:
@@ -66,13 +70,18 @@ def find_violations(
     # One snapshot for every check, without a write lock: a read transaction (plain
     # BEGIN on SQLite, whose WAL keeps the snapshot of its first read), REPEATABLE READ
     # on PostgreSQL (where READ COMMITTED would show each statement a different state).
-    with engine.connect().execution_options(tiermem_read=True) as conn:
-        try:
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            return run(conn)
-        finally:
-            conn.rollback()
+    try:
+        with engine.connect().execution_options(tiermem_read=True) as conn:
+            try:
+                if conn.dialect.name == "postgresql":
+                    conn.exec_driver_sql(
+                        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"
+                    )
+                return run(conn)
+            finally:
+                conn.rollback()
+    except sa.exc.SQLAlchemyError as error:
+        raise translate_error(error) from error
 
 
 def _violations(

@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -28,6 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import (
     InvalidArgument,
+    ReadOnlyMemory,
     StorageBusy,
     StorageCorrupt,
     StorageError,
@@ -36,6 +38,7 @@ from ..errors import (
 )
 from . import _fast as _driver
 from . import failpoints as _failpoints
+from . import fts
 from .schema import SessionRow
 from .tables import create_tables
 
@@ -70,6 +73,7 @@ _PG_PLAN_SETTING = "plan_cache_mode = force_custom_plan"
 #: REPEATABLE READ transactions never fail with serialization errors.
 _PG_SNAPSHOT_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY; "
 _PG_SNAPSHOT_WRITE = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
+_READ_ONLY_MESSAGE = "this memory is read-only: it neither stores nor records accesses"
 
 
 def translate_error(error: BaseException) -> StorageError:
@@ -257,6 +261,11 @@ class Database:
             milliseconds as a 32-bit integer).
         server_time: on PostgreSQL, stamp accesses with the server's ``now()``
             instead of the application's clock (ignored on SQLite).
+        read_only: never create anything (a SQLite file, tiermem's tables) and refuse
+            every write transaction with ``ReadOnlyMemory``.
+
+    Raises:
+        StorageUnavailable: ``read_only`` on a SQLite file that does not exist.
     """
 
     def __init__(
@@ -266,6 +275,7 @@ class Database:
         engine: Engine | None = None,
         lock_timeout: float = 30.0,
         server_time: bool = False,
+        read_only: bool = False,
     ) -> None:
         if url is not None and engine is not None:
             raise InvalidArgument("pass url= or engine=, not both")
@@ -287,6 +297,9 @@ class Database:
             raise InvalidArgument(
                 f"unsupported database {self.dialect!r}: use SQLite or PostgreSQL"
             )
+        self.read_only = read_only
+        if read_only:
+            _require_file(engine.url)  # before any connection: SQLite would create it
         self.lock_timeout_ms = int(lock_timeout * 1000)
         if self.dialect == "sqlite" and not event.contains(engine, "begin", _sqlite_on_begin):
             event.listen(engine, "connect", _sqlite_on_connect)
@@ -352,6 +365,12 @@ class Database:
         if self._schema_ready:
             return
         self._check_fork()
+        if self.read_only:
+            if not self.has_tables():
+                where = self.engine.url.render_as_string(hide_password=True)
+                raise StorageUnavailable(f"no tiermem tables in {where}: nothing stored yet")
+            self._schema_ready = True
+            return
         try:
             # BEGIN IMMEDIATE on SQLite serializes creators; tiermem's options mark the
             # transaction as its own, also on an engine whose connections autocommit.
@@ -405,8 +424,16 @@ class Database:
         conn.close()
 
     def has_tables(self) -> bool:
-        """Whether tiermem's tables exist (without creating anything)."""
-        return sa.inspect(self.engine).has_table(SessionRow.__tablename__)
+        """Whether tiermem's tables exist (without creating anything).
+
+        Raises:
+            StorageError: (a subclass) when the database fails.
+        """
+        self._check_fork()
+        try:
+            return sa.inspect(self.engine).has_table(SessionRow.__tablename__)
+        except exc.SQLAlchemyError as error:
+            raise translate_error(error) from error
 
     @staticmethod
     def server_now() -> sa.ColumnElement[datetime]:
@@ -428,7 +455,10 @@ class Database:
 
         Raises:
             StorageError: (a subclass) when the database fails; nothing was committed.
+            ReadOnlyMemory: ``work`` changed a row of a read-only database (rolled back).
         """
+        if write and self.read_only:
+            work = functools.partial(_only_looking, work)
         self.ensure_schema()
         for attempt in range(_MAX_RETRIES):
             try:
@@ -508,6 +538,36 @@ def parse_url(url: str) -> sa.URL:
     )
     shown = parsed.render_as_string(hide_password=True)
     raise InvalidArgument(f"{what} in {shown!r}: use {SUPPORTED_URLS}")
+
+
+def _only_looking(work: Callable[[Connection], T], conn: Connection) -> T:
+    """Run ``work``, asked for a write transaction, on a read-only database: it may
+    look and may index pending full-text rows (SQLite: upkeep of a derived index,
+    done first, not a change of what is stored), and any row it changed or locked,
+    an access record included, raises ``ReadOnlyMemory`` and rolls back. (An
+    operation that finds nothing to change, a prune of nothing expired, succeeds
+    alike on both backends.)"""
+    if conn.dialect.name != "sqlite":
+        result = work(conn)
+        # PostgreSQL gives a transaction an id when it first changes or locks a row.
+        if conn.exec_driver_sql("SELECT pg_current_xact_id_if_assigned()").scalar() is not None:
+            raise ReadOnlyMemory(_READ_ONLY_MESSAGE)
+        return result
+    fts.flush(conn)
+    driver = conn.connection.driver_connection
+    before = driver.total_changes  # type: ignore[union-attr]
+    result = work(conn)
+    if driver.total_changes != before:  # type: ignore[union-attr]
+        raise ReadOnlyMemory(_READ_ONLY_MESSAGE)
+    return result
+
+
+def _require_file(url: sa.URL) -> None:
+    """Refuse a SQLite URL naming a file that does not exist."""
+    path = url.database
+    if url.get_backend_name() == "sqlite" and path not in (None, "", ":memory:"):
+        if not path.startswith("file:") and not Path(path).is_file():
+            raise StorageUnavailable(f"no database at {path}")
 
 
 def _create_engine(url: str, lock_timeout: float) -> Engine:

@@ -14,10 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from .._core.runner import run
-from .._ops import read
-from .._storage.database import DRIVER_ERRORS, translate_error
-from ..errors import InvalidArgument, TiermemError
+from ..errors import InvalidArgument, StorageUnavailable, TiermemError
 from ..memory import ConversationMemory
 
 __all__ = [
@@ -46,8 +43,6 @@ def tool_result(model: BaseModel, text: str) -> CallToolResult:
 
 def tool_error(error: BaseException) -> CallToolResult:
     """A tool error (``isError``) carrying the typed error's class and message."""
-    if isinstance(error, DRIVER_ERRORS):
-        error = translate_error(error)
     # KeyError subclasses (SessionNotFound) quote their message in str().
     message = error.args[0] if len(error.args) == 1 else str(error)
     return CallToolResult(
@@ -132,7 +127,7 @@ class MemoryTools:
             return
         if not self.memory.database.has_tables():
             where = self.memory.engine.url.render_as_string(hide_password=True)
-            raise InvalidArgument(f"no tiermem tables in {where}: nothing stored yet")
+            raise StorageUnavailable(f"no tiermem tables in {where}: nothing stored yet")
         self._tables_seen = True
 
     async def call(
@@ -142,7 +137,7 @@ class MemoryTools:
         present: Callable[[ConversationMemory, T], tuple[BaseModel, str]],
     ) -> CallToolResult:
         """Run ``work`` on the memory of ``project`` and present its result; a
-        tiermem or database error becomes a tool error."""
+        tiermem error (a database failure included) becomes a tool error."""
         try:
             memory, evicted = self._memory_and_evicted(project)
             if evicted is not None:
@@ -152,7 +147,7 @@ class MemoryTools:
                 await asyncio.to_thread(self._check_tables)
             value = await work(memory)
             model, text = present(memory, value)
-        except (TiermemError, *DRIVER_ERRORS) as error:
+        except TiermemError as error:
             return tool_error(error)
         return tool_result(model, text)
 
@@ -169,7 +164,7 @@ def peek_contexts(memory: ConversationMemory, session_ids: list[str]) -> dict[st
     texts = {}
     for session_id in session_ids:
         try:
-            texts[session_id] = run(read.peek(memory.context, session_id))[0]
+            texts[session_id] = memory.peek(session_id).context
         except TiermemError:
             continue  # pruned since it was loaded
     return texts

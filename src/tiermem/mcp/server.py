@@ -33,9 +33,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from .._ops.tiers import DEFAULT_LOAD_LIMIT
 from ..errors import InvalidArgument
 from ..layer_models import KnowledgeEntry, LayerItem, Rule
+from ..maintenance import DEFAULT_LOAD_LIMIT
 from ..memory import ConversationMemory
 from ..types import MemoryEntry, TierStats
 from .access import MemoryTools, peek_contexts, to_message, tool_error
