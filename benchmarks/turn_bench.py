@@ -11,10 +11,12 @@ goes, in the same process and the same run, through
 * ``ConversationSummaryBufferMemory`` (langchain-classic, in memory).
 
 The contenders step turn by turn in rotating order, so a burst of load on a shared
-machine falls on all of them alike. The conversation is played ``--repeat`` times
-(fresh contenders each time); per contender, the p50 and p95 of the last 10 % of
-turns are taken per repeat and the median over repeats is reported, with the ratio
-of each to ``SummarizationMiddleware``'s. ``--backends sqlite,postgres`` adds
+machine falls on all of them alike; the thread's CPU time of each turn (user and
+system, no waiting) is reported beside its wall time, as the steadier figure there.
+The conversation is played ``--repeat`` times (fresh contenders each time); per
+contender, the p50 and p95 of the last 10 % of turns are taken per repeat and the
+median over repeats is reported, with the ratio of each to
+``SummarizationMiddleware``'s. ``--backends sqlite,postgres`` adds
 ``tiermem-pg`` beside them.
 
 A second phase measures the change feed's cost on plain appends: ``--appends`` (default
@@ -93,14 +95,16 @@ def play(corpus: list[Turn], postgres: bool) -> dict[str, dict[str, float]]:
         contenders = _contenders(directory, postgres)
         names = list(contenders)
         times: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
         try:
             for index, turn in enumerate(corpus):
                 shift = index % len(names)
                 for name in names[shift:] + names[:shift]:
                     step = contenders[name].step
-                    begin = time.perf_counter()
+                    begin, begin_cpu = time.perf_counter(), time.thread_time()
                     step(turn.human, turn.ai)
                     times[name].append((time.perf_counter() - begin) * 1e6)
+                    cpu[name].append((time.thread_time() - begin_cpu) * 1e6)
         finally:
             for contender in contenders.values():
                 contender.close()
@@ -109,6 +113,7 @@ def play(corpus: list[Turn], postgres: bool) -> dict[str, dict[str, float]]:
         name: {
             "p50_us": _percentile(series[-tail:], 0.50),
             "p95_us": _percentile(series[-tail:], 0.95),
+            "cpu_p50_us": _percentile(cpu[name][-tail:], 0.50),
         }
         for name, series in times.items()
     }
@@ -155,9 +160,12 @@ def _median_of(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, f
 
 def _table(title: str, rows: dict[str, dict[str, float]], ratio: Callable[[str], str]) -> None:
     print(f"\n{title}")
-    print(f"  {'contender':<34} {'p50 us':>9} {'p95 us':>9}  p50 / {BASELINE}")
+    print(f"  {'contender':<34} {'p50 us':>9} {'p95 us':>9} {'CPU p50':>9}  p50 / {BASELINE}")
     for name, row in rows.items():
-        print(f"  {name:<34} {row['p50_us']:>9.0f} {row['p95_us']:>9.0f}  {ratio(name)}")
+        print(
+            f"  {name:<34} {row['p50_us']:>9.0f} {row['p95_us']:>9.0f} "
+            f"{row['cpu_p50_us']:>9.0f}  {ratio(name)}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -181,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["turns"][turns] = rows
 
         def ratio(name: str, rows: dict[str, dict[str, float]] = rows, base: float = base) -> str:
-            return f"{rows[name]['p50_us'] / base:.2f}x"
+            cpu = rows[name]["cpu_p50_us"] / rows[BASELINE]["cpu_p50_us"]
+            return f"{rows[name]['p50_us'] / base:.2f}x (CPU {cpu:.2f}x)"
 
         _table(f"{turns:,} turns, last 10 % (median of {args.repeat} runs)", rows, ratio)
         feed_cost = rows["tiermem"]["p50_us"] / rows["tiermem-nofeed"]["p50_us"]
