@@ -20,6 +20,7 @@ HERE = Path(__file__).parent
 BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("side-by-side", "compare.py", []),
     ("compression", "compression_bench.py", []),
+    ("turn", "turn_bench.py", []),
     ("tiers", "tiers_bench.py", []),
     ("layers", "layers_bench.py", []),
     ("agents", "agents_side_by_side.py", []),
@@ -32,6 +33,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
 QUICK_ARGS: dict[str, list[str]] = {
     "side-by-side": ["--quick"],
     "compression": ["--turns", "1000"],
+    "turn": ["--turns", "1000", "--repeat", "1", "--appends", "500"],
     "tiers": ["--sessions", "100000", "--expired", "10000"],
     "layers": ["--items", "100000"],
     "agents": ["--turns", "200"],

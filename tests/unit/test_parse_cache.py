@@ -102,3 +102,44 @@ def test_closing_a_memory_leaves_the_parse_cache_of_the_others(
     other.close()
     assert set(cached) <= set(_CACHE)
     assert [str(message.content) for message in memory.get_messages("s")] == texts
+
+
+def _scribble(value: object) -> None:
+    """Edit every list and dict in ``value``, however deep."""
+    if isinstance(value, dict):
+        for inner in list(value.values()):
+            _scribble(inner)
+        value["edited"] = True
+    elif isinstance(value, list):
+        for inner in list(value):
+            _scribble(inner)
+        value.append("edited")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        AIMessage("", tool_calls=[{"name": "f", "args": {"x": [1, {"y": 2}]}, "id": "c1"}]),
+        HumanMessage("with an extra field", custom={"nested": ["kept"]}),
+        HumanMessage(content=[{"type": "text", "text": "a block"}], id="m-1", name="ann"),
+        ToolMessage("result", tool_call_id="c1", artifact={"rows": [1, 2]}),
+    ],
+)
+def test_every_read_is_a_model_of_its_own_equal_to_a_parse(message: BaseMessage) -> None:
+    """Each read of a cached message is a new model equal to parsing its JSON (fields,
+    extra fields, the fields given), and no edit of one read, however deep, reaches
+    the cached message or a later read."""
+    text = serialize(message, max_chars=10**6)
+    first = deserialize(text)
+    parsed = _parsed(text)
+    assert _same(first, parsed) and first == parsed
+    assert first.model_fields_set == parsed.model_fields_set
+    assert first.__pydantic_extra__ == parsed.__pydantic_extra__
+    assert first.__pydantic_private__ == parsed.__pydantic_private__
+    for value in [*first.__dict__.values(), *(first.__pydantic_extra__ or {}).values()]:
+        _scribble(value)
+    first.model_fields_set.add("edited")
+    again = deserialize(text)
+    assert again is not first and _same(again, parsed) and again == parsed
+    assert again.model_fields_set == parsed.model_fields_set
+    assert again.__pydantic_extra__ == parsed.__pydantic_extra__

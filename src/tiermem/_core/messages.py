@@ -19,6 +19,7 @@ from langchain_core.messages import (
     message_to_dict,
     messages_from_dict,
 )
+from pydantic_core import PydanticUndefined
 
 from ..errors import EntryTooLarge, InvalidContent, InvalidSessionId
 from ..types import EntryType
@@ -116,9 +117,14 @@ def check_nesting(what: str, *levels: Iterable[Any]) -> None:
                 stack.append((child, depth + 1))
 
 
+#: One encoder for every call: ``json.dumps`` with options builds a new one each time,
+#: which costs an append's two or three small documents about as much as encoding them.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
     """Strict JSON: NaN refused; NUL is escaped so PostgreSQL TEXT holds it."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def serialize(message: BaseMessage, *, max_chars: int) -> str:
@@ -143,6 +149,8 @@ def serialize(message: BaseMessage, *, max_chars: int) -> str:
 
 def serialize_metadata(metadata: Mapping[str, Any]) -> str:
     """JSON of user metadata, with the same checks as messages."""
+    if type(metadata) is dict and not metadata:  # most appends have none
+        return "{}"
     if isinstance(metadata, Mapping):  # anything else is refused below
         check_nesting("metadata", metadata.values())
     try:
@@ -279,15 +287,41 @@ def _copy_json(value: Any) -> Any:
     return value
 
 
+_set_attribute = object.__setattr__
+
+
 def _fresh_copy(message: BaseMessage) -> BaseMessage:
-    """A copy of a message whose fields came from JSON, sharing no container."""
-    copy = message.model_copy()
+    """A copy of a message whose fields came from JSON, sharing no container.
+
+    What ``model_copy()`` does (a new instance with copies of the field dict, the
+    extra fields, the set of fields given and the private values), written out: a
+    read copies every message of the context, and pydantic's generic ``copy`` of each
+    part cost more than the rest of the copy together.
+    """
+    cls = type(message)
+    copy = cls.__new__(cls)
     # Every field came from JSON, so copying its containers is a deep copy,
     # several times cheaper than model_copy(deep=True).
-    fields = copy.__dict__
-    for key, value in fields.items():
-        if type(value) is dict or type(value) is list:
-            fields[key] = _copy_json(value) if value else type(value)()
+    _set_attribute(
+        copy,
+        "__dict__",
+        {
+            key: (
+                (_copy_json(value) if value else type(value)())
+                if type(value) is dict or type(value) is list
+                else value
+            )
+            for key, value in message.__dict__.items()
+        },
+    )
+    extra = message.__pydantic_extra__
+    # Extra fields came from JSON too: copied as deep (model_copy would share them).
+    _set_attribute(copy, "__pydantic_extra__", None if extra is None else _copy_json(extra))
+    _set_attribute(copy, "__pydantic_fields_set__", set(message.__pydantic_fields_set__))
+    private = getattr(message, "__pydantic_private__", None)
+    if private is not None:
+        private = {key: value for key, value in private.items() if value is not PydanticUndefined}
+    _set_attribute(copy, "__pydantic_private__", private)
     return copy
 
 

@@ -62,8 +62,12 @@ SELECT_ACTIVE = (
 )
 
 #: All ``get_messages`` reads of session :pk, in one statement: the top-level
-#: summaries (kind 0: id and text, oldest first), then the stored messages of the
-#: active entries (kind 1, in seq order).
+#: summaries (kind 0: id and text, oldest first) and the stored messages of the
+#: active entries (kind 1, in seq order), interleaved by seq (the reader tells them
+#: apart by kind). Ordered by the first seq alone: top-level summaries cover disjoint
+#: seqs (so no two share one, and none an active entry's), and SQLite then reads the
+#: entries in the order of their index instead of sorting every message body anew
+#: each turn (ordering by kind or level too makes it sort them, or scan the session).
 SELECT_MESSAGE_WINDOW = sa.union_all(
     sa.select(
         sa.literal_column("0").label("kind"),
@@ -83,7 +87,7 @@ SELECT_MESSAGE_WINDOW = sa.union_all(
         E.token_count,
         sa.cast(E.pinned, sa.Integer),
     ).where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None)),
-).order_by(sa.literal_column("kind"), sa.literal_column("k1"), sa.literal_column("k2"))
+).order_by(sa.literal_column("k1"))
 
 #: Tokens of the pinned entries of session :pk.
 SELECT_PINNED_TOKENS = sa.select(sa.func.coalesce(sa.func.sum(E.token_count), 0)).where(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -317,18 +317,19 @@ def append(
         }
         for offset, entry in enumerate(entries)
     ]
-    unsaved = [
-        entry_from_row(session.session_id, EntryRecord(id=0, summary_id=None, **row), entry.message)
-        for row, entry in zip(rows, entries, strict=True)
-    ]
-    ids = _insert_entries(conn, rows, announced, unsaved)
-    if (ids[0] - 1) // FTS_BATCH != ids[-1] // FTS_BATCH:
+
+    def build(ids: Sequence[int]) -> list[MemoryEntry]:
+        return [
+            entry_from_row(
+                session.session_id, EntryRecord(id=entry_id, summary_id=None, **row), entry.message
+            )
+            for row, entry, entry_id in zip(rows, entries, ids, strict=True)
+        ]
+
+    stored = _insert_entries(conn, rows, announced, build)
+    if (stored[0].id - 1) // FTS_BATCH != stored[-1].id // FTS_BATCH:
         fts.flush(conn)
     _failpoints.hit("append.after_insert")
-    stored = [
-        dataclasses.replace(entry, id=entry_id)
-        for entry, entry_id in zip(unsaved, ids, strict=True)
-    ]
     return stored, session
 
 
@@ -342,14 +343,16 @@ def _insert_entries(
     conn: Connection,
     rows: Sequence[Mapping[str, Any]],
     announced: events.EntryEvents | None,
-    unsaved: Sequence[MemoryEntry],
-) -> list[int]:
-    """Insert entry rows (all with the same columns) and their ``announced`` events
-    (``unsaved``: the entries, for their payloads); the entries' ids in order."""
-    parts = [announced.parts(entry) for entry in unsaved] if announced else []
+    build: Callable[[Sequence[int]], list[MemoryEntry]],
+) -> list[MemoryEntry]:
+    """Insert entry rows (all with the same columns) and their ``announced`` events;
+    the entries in order, made by ``build`` from the ids the rows got."""
     if conn.dialect.name != "sqlite":
         if announced is None:  # one multi-row INSERT ... RETURNING
-            return list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars())
+            return build(list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars()))
+        # The events' payloads are made before the insert (they do not read the id).
+        unsaved = build([0] * len(rows))
+        parts = [announced.parts(entry) for entry in unsaved]
         # The entries and their events in one statement: the feed costs an append no
         # round trip of its own. In chunks, in seq order, so that a long batch stays
         # within the 65,535 parameters a statement takes.
@@ -369,15 +372,22 @@ def _insert_entries(
             )
             args = [row[column] for row in chunk for column in columns]
             ids += [row[0] for row in conn.exec_driver_sql(sql, tuple(args + feed_args))]
-        return ids
-    # A statement per row costs SQLite less than building a multi-row one.
-    ids = [
-        _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=tuple(row))[0][0]
-        for row in rows
-    ]
+        return [
+            dataclasses.replace(entry, id=entry_id)
+            for entry, entry_id in zip(unsaved, ids, strict=True)
+        ]
+    # A statement per row costs SQLite less than building a multi-row one. The
+    # entries are made once, with their ids, and their events follow.
+    stored = build(
+        [
+            _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=tuple(row))[0][0]
+            for row in rows
+        ]
+    )
     if announced is not None:
-        events.insert_for_entries(conn, announced, parts, ids)
-    return ids
+        parts = [announced.parts(entry) for entry in stored]
+        events.insert_for_entries(conn, announced, parts, [entry.id for entry in stored])
+    return stored
 
 
 def _check_tool_pairing(message: BaseMessage, pending: dict[str, str]) -> None:

@@ -1,0 +1,219 @@
+"""One-call turn benchmark: tiermem's ``add_and_get_messages`` beside LangChain's incumbents.
+
+The harness of the per-turn target: on a SQLite file (exact counts, durable), a turn
+stores a ~40-token human and a ~120-token AI message and reads the next context at a
+2,000-token budget, in one ``add_and_get_messages`` call. The same seeded conversation
+goes, in the same process and the same run, through
+
+* ``tiermem`` (change feed on, the default) and ``tiermem-nofeed`` (feed off);
+* ``SummarizationMiddleware`` (LangChain's agent middleware, in memory, driven through
+  its ``before_model`` hook with a fake model and tiktoken counting);
+* ``ConversationSummaryBufferMemory`` (langchain-classic, in memory).
+
+The contenders step turn by turn in rotating order, so a burst of load on a shared
+machine falls on all of them alike; the thread's CPU time of each turn (user and
+system, no waiting) is reported beside its wall time, as the steadier figure there.
+The conversation is played ``--repeat`` times (fresh contenders each time); per
+contender, the p50 and p95 of the last 10 % of turns are taken per repeat and the
+median over repeats is reported, with the ratio of each to
+``SummarizationMiddleware``'s. ``--backends sqlite,postgres`` adds
+``tiermem-pg`` beside them.
+
+A second phase measures the change feed's cost on plain appends: ``--appends`` (default
+2,000) ``add_message`` calls into one session, feed on and feed off interleaved, the
+seconds and the database file size of each.
+
+Prints the tables and writes ``<results-dir>/turn_bench.json``::
+
+    .venv/bin/python benchmarks/turn_bench.py
+    .venv/bin/python benchmarks/turn_bench.py --turns 1000 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from base import MAX_TOKENS, SESSION_ID, Contender
+from corpus import Turn, make_corpus
+from langchain_core.messages import HumanMessage
+from lc_contenders import ClassicMemoryContender, SummarizationMiddlewareContender
+from tiermem_contender import TiermemContender, TiermemPostgresContender
+
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem.testing import FakeSummarizer
+
+RESULTS_DIR = Path(__file__).parent / "results"
+BASELINE = "SummarizationMiddleware"
+TARGET_RATIO = 1.5
+"""The per-turn target: tiermem's turn at most this many times the baseline's."""
+FEED_LIMIT = 1.10
+"""The change feed's target: at most 10 % of a turn and of the file size."""
+
+
+class FeedlessTiermem(TiermemContender):
+    """tiermem with the change feed off, otherwise as :class:`TiermemContender`."""
+
+    def __init__(self, url: str) -> None:
+        """Open the memory on ``url`` with ``change_feed=False``."""
+        self._memory = ConversationMemory(
+            url=url,
+            config=MemoryConfig(max_tokens=MAX_TOKENS, change_feed=False),
+            summarizer=FakeSummarizer(record_calls=False),
+        )
+        self._memory.database.ensure_schema()
+
+
+def _contenders(directory: str, postgres: bool) -> dict[str, Contender[Any]]:
+    found: dict[str, Contender[Any]] = {
+        "tiermem": TiermemContender(url=f"sqlite:///{directory}/feed.db"),
+        "tiermem-nofeed": FeedlessTiermem(url=f"sqlite:///{directory}/nofeed.db"),
+        BASELINE: SummarizationMiddlewareContender(),
+        "ConversationSummaryBufferMemory": ClassicMemoryContender(summarize=True),
+    }
+    if postgres:
+        found["tiermem-pg"] = TiermemPostgresContender()
+    return found
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def play(corpus: list[Turn], postgres: bool) -> dict[str, dict[str, float]]:
+    """Play ``corpus`` through every contender, interleaved; p50/p95 of the last 10 % (us)."""
+    with tempfile.TemporaryDirectory(prefix="tiermem-turn-") as directory:
+        contenders = _contenders(directory, postgres)
+        names = list(contenders)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
+        try:
+            for index, turn in enumerate(corpus):
+                shift = index % len(names)
+                for name in names[shift:] + names[:shift]:
+                    step = contenders[name].step
+                    begin, begin_cpu = time.perf_counter(), time.thread_time()
+                    step(turn.human, turn.ai)
+                    times[name].append((time.perf_counter() - begin) * 1e6)
+                    cpu[name].append((time.thread_time() - begin_cpu) * 1e6)
+        finally:
+            for contender in contenders.values():
+                contender.close()
+    tail = max(1, len(corpus) // 10)
+    return {
+        name: {
+            "p50_us": _percentile(series[-tail:], 0.50),
+            "p95_us": _percentile(series[-tail:], 0.95),
+            "cpu_p50_us": _percentile(cpu[name][-tail:], 0.50),
+        }
+        for name, series in times.items()
+    }
+
+
+def _appends(url: str, feed: bool, texts: list[str]) -> float:
+    memory = ConversationMemory(url=url, config=MemoryConfig(change_feed=feed))
+    memory.database.ensure_schema()
+    try:
+        begin = time.perf_counter()
+        for text in texts:
+            memory.add_message(SESSION_ID, HumanMessage(text))
+        return time.perf_counter() - begin
+    finally:
+        memory.close()
+
+
+def plain_appends(texts: list[str], repeat: int) -> dict[str, dict[str, float]]:
+    """``add_message`` of every text into one session, feed on and off: seconds, KiB."""
+    runs: dict[str, list[tuple[float, float]]] = {"feed on": [], "feed off": []}
+    for index in range(repeat):
+        order = [True, False] if index % 2 == 0 else [False, True]
+        for feed in order:
+            with tempfile.TemporaryDirectory(prefix="tiermem-append-") as directory:
+                path = Path(directory) / "appends.db"
+                seconds = _appends(f"sqlite:///{path}", feed, texts)
+                size = sum(p.stat().st_size for p in Path(directory).iterdir()) / 1024
+                runs["feed on" if feed else "feed off"].append((seconds, size))
+    return {
+        name: {
+            "seconds": statistics.median(s for s, _ in values),
+            "kib": statistics.median(k for _, k in values),
+        }
+        for name, values in runs.items()
+    }
+
+
+def _median_of(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    return {
+        name: {key: statistics.median(run[name][key] for run in runs) for key in runs[0][name]}
+        for name in runs[0]
+    }
+
+
+def _table(title: str, rows: dict[str, dict[str, float]], ratio: Callable[[str], str]) -> None:
+    print(f"\n{title}")
+    print(f"  {'contender':<34} {'p50 us':>9} {'p95 us':>9} {'CPU p50':>9}  p50 / {BASELINE}")
+    for name, row in rows.items():
+        print(
+            f"  {name:<34} {row['p50_us']:>9.0f} {row['p95_us']:>9.0f} "
+            f"{row['cpu_p50_us']:>9.0f}  {ratio(name)}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run both phases, print the figures, write the JSON; 0 unless a contender failed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", default="1000,5000", help="conversation lengths")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per length (median)")
+    parser.add_argument("--appends", type=int, default=2000, help="plain appends, feed phase")
+    parser.add_argument("--backends", default="sqlite", help="sqlite or sqlite,postgres")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+    lengths = [int(part) for part in args.turns.split(",") if part.strip()]
+    postgres = "postgres" in args.backends.split(",")
+    report: dict[str, Any] = {"load_average": [round(os.getloadavg()[0], 2)], "turns": {}}
+    for turns in lengths:
+        corpus = make_corpus(turns, args.seed)
+        runs = [play(corpus, postgres) for _ in range(args.repeat)]
+        rows = _median_of(runs)
+        base = rows[BASELINE]["p50_us"]
+        report["turns"][turns] = rows
+
+        def ratio(name: str, rows: dict[str, dict[str, float]] = rows, base: float = base) -> str:
+            cpu = rows[name]["cpu_p50_us"] / rows[BASELINE]["cpu_p50_us"]
+            return f"{rows[name]['p50_us'] / base:.2f}x (CPU {cpu:.2f}x)"
+
+        _table(f"{turns:,} turns, last 10 % (median of {args.repeat} runs)", rows, ratio)
+        feed_cost = rows["tiermem"]["p50_us"] / rows["tiermem-nofeed"]["p50_us"]
+        print(f"  feed on / feed off (turn p50): {feed_cost:.2f}x")
+    texts = [turn.human for turn in make_corpus(args.appends, args.seed + 1)]
+    appends = plain_appends(texts, args.repeat)
+    report["appends"] = appends
+    on, off = appends["feed on"], appends["feed off"]
+    print(f"\n{args.appends:,} plain appends (median of {args.repeat} runs, SQLite file)")
+    for name, row in appends.items():
+        print(f"  {name:<9} {row['seconds']:6.2f} s  {row['kib']:8.0f} KiB")
+    print(
+        f"  feed on / feed off: time {on['seconds'] / off['seconds']:.2f}x, "
+        f"size {on['kib'] / off['kib']:.2f}x (target <= {FEED_LIMIT:.2f}x)"
+    )
+    report["load_average"].append(round(os.getloadavg()[0], 2))
+    print(f"load average (1 min) before/after: {report['load_average']}")
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    path = args.results_dir / "turn_bench.json"
+    path.write_text(json.dumps(report, indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

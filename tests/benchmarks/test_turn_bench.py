@@ -1,0 +1,30 @@
+"""The one-call turn benchmark runs end to end and reports every contender."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import turn_bench
+
+
+def test_a_short_run_reports_every_contender_and_the_feed_cost(tmp_path: Path) -> None:
+    """Every contender gets p50, p95 and CPU figures for each length, and the plain
+    appends report a larger file with the feed on (its events) than off
+    (300 events fill pages of their own)."""
+    code = turn_bench.main(
+        ["--turns", "30", "--repeat", "1", "--appends", "300", "--results-dir", str(tmp_path)]
+    )
+    assert code == 0
+    report = json.loads((tmp_path / "turn_bench.json").read_text())
+    rows = report["turns"]["30"]
+    assert set(rows) == {
+        "tiermem",
+        "tiermem-nofeed",
+        turn_bench.BASELINE,
+        "ConversationSummaryBufferMemory",
+    }
+    for row in rows.values():
+        assert 0 < row["p50_us"] <= row["p95_us"] and row["cpu_p50_us"] > 0
+    appends = report["appends"]
+    assert appends["feed on"]["kib"] > appends["feed off"]["kib"] > 0
