@@ -286,7 +286,7 @@ def test_reading_apis(make_memory: MemoryFactory) -> None:
         last_accessed=memory.now(),
         access_count=stats.access_count,
     )
-    messages = memory.get_messages("s")
+    messages = memory.get_messages("s", query="")  # the window, without a recalled block
     assert is_summary_message(messages[0])
     assert messages[1:] == [e.message for e in active]
 

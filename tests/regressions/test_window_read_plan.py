@@ -52,7 +52,7 @@ def test_summaries_come_first_oldest_first_then_messages_in_order(
     conversation, then the active messages in seq order (on both backends)."""
     memory = make_memory(config=MemoryConfig(max_tokens=1500), summarizer=FakeSummarizer())
     _turns(memory, 60)
-    context = memory.get_messages("s")
+    context = memory.get_messages("s", query="")  # no recalled block: the window alone
     kinds = [isinstance(message, SystemMessage) for message in context]
     assert kinds == sorted(kinds, reverse=True) and kinds[0]
     top = sorted(
@@ -63,6 +63,6 @@ def test_summaries_come_first_oldest_first_then_messages_in_order(
     places = [shown.find(s.content) for s in top]
     assert -1 not in places and places == sorted(places)
     active = sorted((e for e in memory.get_entries("s") if not e.compressed), key=lambda e: e.seq)
-    assert [m.text for m in context if not isinstance(m, SystemMessage)] == [
-        e.message.text for e in active
-    ]
+    # The budget guard may leave out the oldest active messages; the rest are in order.
+    shown_texts = [m.text for m in context if not isinstance(m, SystemMessage)]
+    assert shown_texts and shown_texts == [e.message.text for e in active][-len(shown_texts) :]
