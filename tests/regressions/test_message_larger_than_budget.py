@@ -68,3 +68,25 @@ def test_a_tool_result_larger_than_the_budget_keeps_the_question_and_the_call(
     assert str(messages[-1].content).startswith("ERROR disk full")
     assert TRUNCATED_MARKER in messages[-1].additional_kwargs
     assert memory.get_entries("s")[-1].content == result.content
+
+
+def test_a_turn_that_fits_without_the_marker_is_shown_whole(
+    make_memory: MemoryFactory,
+) -> None:
+    """The note on earlier messages gives way before a word of the current turn: a
+    question that fits the budget alone is shown whole, not cut to make room for a
+    note about what was left out (a random run once got both messages of the turn
+    cut to nothing, and no note either)."""
+    question = "Which of the suppliers delivers on Fridays, and at what time? " * 4
+    probe = make_memory(config=MemoryConfig(max_tokens=10_000))
+    probe.add_user_message("p", question)
+    alone = probe.counter.count_messages(probe.get_messages("p"))
+    memory = make_memory(config=MemoryConfig(max_tokens=alone + 3, auto_compress=False))
+    for turn in range(3):
+        memory.add_user_message("s", f"small talk {turn}")
+        memory.add_assistant_message("s", f"answer {turn}")
+    memory.add_user_message("s", question)
+    for messages in (memory.get_messages("s"), memory.add_and_get_messages("s", [])):
+        assert messages == [HumanMessage(question)]
+    text = memory.get_context_for_llm("s")
+    assert "truncated" not in text and question.strip() in text

@@ -195,8 +195,12 @@ def render_messages(
         return ([summary_message(summaries)] if summaries else []) + ordered
     kept = [pin or need for pin, need in zip(pinned, required, strict=True)]
     sizes = [len(unit) for unit in units]
-    everything = Fitted([i for i, keep in enumerate(kept) if keep], 0, len(ordered), len(ids))
-    over = total(everything) - max_tokens
+    # A current turn that fits alone is shown whole, the marker giving way (fit_units
+    # drops it); one that must be cut anyway is cut enough to leave the marker room.
+    fixed = [i for i, keep in enumerate(kept) if keep]
+    over = total(Fitted(fixed, 0, 0, 0)) - max_tokens
+    if over > 0:
+        over = total(Fitted(fixed, 0, len(ordered), len(ids))) - max_tokens
     if over > 0:  # the current turn alone does not fit: show it truncated
         chosen = [
             i
@@ -267,7 +271,9 @@ def context_text(
         return _context(summary_lines[len(summary_lines) - choice.summaries :], kept, note)
 
     fixed = [index for index, keep in enumerate(kept) if keep]
-    over = counter.count_text(render(Fitted(fixed, 0, len(entries), count))) - max_tokens
+    over = counter.count_text(render(Fitted(fixed, 0, 0, 0))) - max_tokens
+    if over > 0:  # cut anyway: leave the marker room (see render_messages)
+        over = counter.count_text(render(Fitted(fixed, 0, len(entries), count))) - max_tokens
     if over > 0:  # the current turn alone does not fit: show it truncated
         chosen = [i for index in fixed if not pinned[index] for i in units[index]]
         cut = shrink(
