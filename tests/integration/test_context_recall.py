@@ -208,3 +208,19 @@ def test_a_failed_recall_leaves_the_block_out_and_the_read_succeeds(
     turn = memory.add_and_get_messages("s", [HumanMessage("And where does she live?")])
     assert not any(RECALL_MARKER in m.additional_kwargs for m in turn)
     assert memory.get_entries("s")[-1].content == "And where does she live?"
+
+
+def test_recall_searches_only_what_is_out_of_view(make_memory: MemoryFactory) -> None:
+    """A question whose words fill the window still recalls the one compressed entry
+    holding them: the search is bounded to what the context does not show, so the
+    hits read (a few, sized to the block) are never spent on messages in view."""
+    memory = _memory(make_memory, MemoryConfig(max_tokens=2_000, auto_compress=False))
+    memory.add_user_message("s", "For the record: the marathon in Porto starts at seven on Sunday.")
+    memory.add_assistant_message("s", "Noted.")
+    memory.compress("s", force=True, keep=0)
+    for _ in range(45):  # more than the most hits a recall reads (40)
+        memory.add_user_message("s", "When does the marathon in Porto start?")
+    _, block = _block(memory.get_messages("s"))
+    assert "starts at seven on Sunday" in str(block.content)
+    compressed = {e.id for e in memory.get_entries("s", include_compressed=True) if e.compressed}
+    assert set(block.additional_kwargs[RECALL_MARKER]) <= compressed

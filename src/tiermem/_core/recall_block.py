@@ -82,7 +82,9 @@ def line(entry: MemoryEntry, session_id: str, limit: int, counter: TokenCounter)
     moment = entry.timestamp.strftime("%Y-%m-%d %H:%M")
     where = "" if entry.session_id == session_id else f" (session {entry.session_id})"
     text = render_text(entry.message)
-    if counter.count_text(text) > limit:
+    # The stored count bounds the text's (it adds the message frame): most entries
+    # need no counting here.
+    if entry.token_count > limit and counter.count_text(text) > limit:
         text = counter.truncate(text, limit) + " [...]"
     return f"[{moment}]{where} {entry.role}: {text}"
 
@@ -91,22 +93,24 @@ def choose(
     candidates: Sequence[tuple[MemoryEntry, str]],
     budget: int,
     cost: Callable[[Sequence[str]], int],
-    estimate: Callable[[str], int],
+    estimate: Callable[[MemoryEntry, str], int],
 ) -> Recalled:
     """The best candidates (in rank order) whose block costs at most ``budget`` by
-    ``cost`` (the exact count of a block of those lines), shown in time order."""
+    ``cost`` (the exact count of a block of those lines), shown in time order;
+    ``estimate`` is a line's count as the choice goes (the exact count decides)."""
     chosen: list[tuple[MemoryEntry, str]] = []
     used = cost([])
     for entry, text in candidates:
-        tokens = estimate(text) + 1
+        tokens = estimate(entry, text) + 1
         if used + tokens <= budget:
             chosen.append((entry, text))
             used += tokens
+    rank = {entry.id: position for position, (entry, _) in enumerate(chosen)}
     chosen.sort(key=lambda pair: (pair[0].timestamp, pair[0].session_id, pair[0].seq))
     lines = [text for _, text in chosen]
-    while chosen and cost(lines) > budget:  # the estimate was short: drop the last
-        chosen.pop()
-        lines.pop()
+    while chosen and cost(lines) > budget:  # the estimate was short: drop the worst
+        worst = max(range(len(chosen)), key=lambda i: rank[chosen[i][0].id])
+        del chosen[worst], lines[worst]
     return Recalled([entry.id for entry, _ in chosen], lines)
 
 

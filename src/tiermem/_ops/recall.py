@@ -37,6 +37,7 @@ from .._storage import fts, store
 from .._storage.database import Connection
 from .._storage.search import search_entries, with_windows
 from ..errors import InvalidArgument, TiermemError
+from ..tokens import TokenCounter
 from ..types import MemoryEntry, MemorySummary, SearchHit
 from .embed import query_vector
 
@@ -44,8 +45,9 @@ __all__ = ["check_query", "find", "recall", "render_recalled", "text_with_recall
 
 logger = logging.getLogger(__name__)
 
-#: Hits read for a recall: the block rarely holds more.
+#: Hits read for a recall, at most and at least: the block rarely holds more.
 _POOL = 40
+_MIN_POOL = 8
 #: Renders the text context within a number of tokens.
 TextRenderer = Callable[[list[MemorySummary], list[MemoryEntry], int], str]
 
@@ -97,10 +99,15 @@ def recall(
     scope = None if project_wide else session_id
     counter = ctx.counter
     limit = max(budget // 2, 16)
+    pool = _pool(budget, entries, config.recall_window)
 
     def work(conn: Connection) -> Recalled:
-        hits = find(ctx, conn, text, scope, _POOL, vector, now)
         cut = store.left_out_until(conn, ctx.project, session_id, left_out)
+        # Only what is out of view is searched: the pool is not spent on the window.
+        last_id = (
+            None if project_wide else store.out_of_view_last_id(conn, ctx.project, session_id, cut)
+        )
+        hits = find(ctx, conn, text, scope, pool, vector, now, last_id)
         hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
         if config.recall_window:
             hits = with_windows(conn, ctx.project, hits, config.recall_window)
@@ -108,7 +115,7 @@ def recall(
             _candidates(hits, session_id, cut, limit, ctx),
             budget,
             lambda lines: counter.count_message(HumanMessage("\n".join([RECALL_HEADER, *lines]))),
-            counter.count_text,
+            lambda entry, text: _line_estimate(entry, text, limit, counter),
         )
 
     on_pg = ctx.database.is_postgres
@@ -124,6 +131,16 @@ def recall(
     return recalled if recalled.ids else None
 
 
+def _pool(budget: int, entries: list[WindowEntry], window: int) -> int:
+    """How many hits to read: twice the lines a block of ``budget`` tokens holds at the
+    window's mean entry size, each hit bringing ``window`` neighbours either side.
+    Reading (and rendering) only these keeps a recall's cost flat in the block's
+    size rather than the search's."""
+    mean = sum(entry.tokens for entry in entries) / len(entries) if entries else 1
+    lines = budget / max(mean + _LINE_FRAME, 1)
+    return min(max(int(2 * lines / (1 + 2 * max(window, 0))) + 1, _MIN_POOL), _POOL)
+
+
 def find(
     ctx: MemoryContext,
     conn: Connection,
@@ -132,19 +149,42 @@ def find(
     limit: int,
     vector: bytes | None,
     now: datetime,
+    last_id: int | None = None,
 ) -> list[SearchHit]:
     """The memory's search in ``conn``: BM25, fused with similarity to ``vector`` when
-    the memory has embeddings; entries pending indexing are indexed first."""
+    the memory has embeddings; entries pending indexing are indexed first. With
+    ``session_id``, ``last_id`` bounds the session's entries searched."""
     fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
     policy, embedder = ctx.config.tier_policy, ctx.embedder
     if vector is None or embedder is None:
-        return search_entries(conn, ctx.project, query, session_id, limit, now=now, policy=policy)
+        return search_entries(
+            conn, ctx.project, query, session_id, limit, now=now, policy=policy, last_id=last_id
+        )
     from .._storage import hybrid  # numpy: only for a memory with embeddings
 
     dense = hybrid.DenseQuery(vector, embedder.model, embedder.weight, embedder.cache)
     return hybrid.search_entries(
-        conn, ctx.project, query, session_id, limit, now=now, policy=policy, dense_query=dense
+        conn,
+        ctx.project,
+        query,
+        session_id,
+        limit,
+        now=now,
+        policy=policy,
+        dense_query=dense,
+        last_id=last_id,
     )
+
+
+#: What a line adds to its entry's text: the time and the speaker, about.
+_LINE_FRAME = 10
+
+
+def _line_estimate(entry: MemoryEntry, text: str, limit: int, counter: TokenCounter) -> int:
+    """A line's tokens from its entry's stored count (counting only a cut line)."""
+    if entry.token_count > limit:
+        return counter.count_text(text)
+    return entry.token_count + _LINE_FRAME
 
 
 def _out_of_view(entry: MemoryEntry, session_id: str, cut: int) -> bool:

@@ -119,6 +119,7 @@ def search_entries(
     now: datetime,
     policy: TierPolicy,
     dense_query: DenseQuery,
+    last_id: int | None = None,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) best matching ``query``, by words
     and by meaning, best first (see the module docstring)."""
@@ -130,9 +131,11 @@ def search_entries(
     words = fts.query_words(query)
     lexical: list[Candidate] = []
     if words:
-        found = entry_candidates(conn, project, words, counts, session_pk, pool)
+        found = entry_candidates(conn, project, words, counts, session_pk, pool, last_id)
         lexical = sorted(found, key=lambda c: (-c.relevance, -c.id))[:pool]
     similar = _similar(conn, dense_query, session_pk, [c.id for c in lexical], pool)
+    if session_pk is not None and last_id is not None:
+        similar = {key: value for key, value in similar.items() if key <= last_id}
     words_of = {candidate.id: candidate.relevance for candidate in lexical}
     fused = dense.blend(words_of, similar, dense_query.weight)
     if not fused:

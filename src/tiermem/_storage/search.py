@@ -353,8 +353,11 @@ def _sqlite_entry_candidates(
     session_pk: int | None,
     cap: int | None,
     total: int,
+    last_id: int | None = None,
 ) -> list[Candidate]:
     low, high = fts.partition_range(session_pk) if session_pk is not None else (0, _ROWID_MAX)
+    if session_pk is not None and last_id is not None:
+        high = min(high, low + last_id)
     selection = _sqlite_selection(conn, words, low, high, total)
     if selection is None:
         return []
@@ -381,6 +384,7 @@ def entry_candidates(
     counts: Sequence[Any],
     session_pk: int | None,
     cap: int | None = None,
+    last_id: int | None = None,
 ) -> list[Candidate]:
     """The entries of ``project`` (or of one session) matching any of ``words`` with
     their BM25; with ``cap``, at least the ``cap`` best (SQLite reads only those
@@ -388,13 +392,20 @@ def entry_candidates(
 
     Args:
         counts: the searched sessions' (pk, entry count, entry tokens).
+        last_id: within a session, only its entries up to this id (a session's ids
+            grow with its seqs).
     """
+    if session_pk is None:
+        last_id = None
     if conn.dialect.name == "postgresql":
         where = "s.project = :project"
         params: dict[str, Any] = {"project": project}
         if session_pk is not None:
             where += " AND e.session_pk = :session_pk"
             params["session_pk"] = session_pk
+        if last_id is not None:
+            where += " AND e.id <= :last_id"
+            params["last_id"] = last_id
         total = sum(row[1] for row in counts)
         average = sum(row[2] for row in counts) / max(total, 1)
         return pg_candidates(
@@ -417,7 +428,7 @@ def entry_candidates(
     # Across a project the index holds other projects' rows too: a capped read of the
     # best matches could be all theirs, so only a session's range is capped.
     cap = cap if session_pk is not None else None
-    return _sqlite_entry_candidates(conn, project, words, session_pk, cap, total)
+    return _sqlite_entry_candidates(conn, project, words, session_pk, cap, total, last_id)
 
 
 def _ranked_entries(
@@ -429,15 +440,17 @@ def _ranked_entries(
     limit: int,
     now: datetime,
     policy: TierPolicy,
+    last_id: int | None = None,
 ) -> list[tuple[Candidate, float]]:
     if conn.dialect.name == "sqlite" and session_pk is not None:
         # Read the session's best matches first: most searches need no more.
         cap = min(max(4 * limit, 100), _MAX_CAP)
-        candidates = entry_candidates(conn, project, words, counts, session_pk, cap)
+        candidates = entry_candidates(conn, project, words, counts, session_pk, cap, last_id)
         ranked = rank(candidates, now, policy, limit)
         if len(candidates) < cap or _exact(candidates, ranked):
             return ranked
-    return rank(entry_candidates(conn, project, words, counts, session_pk), now, policy, limit)
+    found = entry_candidates(conn, project, words, counts, session_pk, None, last_id)
+    return rank(found, now, policy, limit)
 
 
 def session_counts(conn: Connection, project: str, session_id: str | None) -> list[Any]:
@@ -474,6 +487,7 @@ def search_entries(
     *,
     now: datetime | None = None,
     policy: TierPolicy = DEFAULT_POLICY,
+    last_id: int | None = None,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) containing any word of ``query``,
     compressed originals included, best first.
@@ -481,6 +495,7 @@ def search_entries(
     Args:
         now: the memory's clock (recency and tiers); the current time by default.
         policy: the tier thresholds of the tier boost.
+        last_id: with ``session_id``, only the session's entries up to this id.
     """
     found = fts.query_words(query)
     if not found:
@@ -490,7 +505,9 @@ def search_entries(
         return []
     session_pk = counts[0][0] if session_id is not None else None
     moment = as_utc(now or datetime.now(UTC))
-    ranked = _ranked_entries(conn, project, found, counts, session_pk, limit, moment, policy)
+    ranked = _ranked_entries(
+        conn, project, found, counts, session_pk, limit, moment, policy, last_id
+    )
     return entry_hits(conn, ranked)
 
 

@@ -522,6 +522,28 @@ def read_message_window(conn: Connection, session: SessionRecord) -> MessageWind
     return MessageWindow(summaries, messages, session_version(session))
 
 
+def out_of_view_last_id(conn: Connection, project: str, session_id: str, cut: int) -> int | None:
+    """The id of a session's newest entry that a context may not show: the newest
+    compressed one, or the one at seq ``cut`` (see :func:`left_out_until`) if newer.
+    A session's entry ids grow with its seqs (each is inserted under the session's
+    lock, in seq order), so no entry out of view has a larger id; ``None`` when no
+    entry is out of view."""
+    compressed = conn.execute(
+        sa.select(sa.func.max(M.last_seq))
+        .join(session_table, S.pk == M.session_pk)
+        .where(S.project == project, S.session_id == session_id)
+    ).scalar()
+    seq = max(int(compressed or 0), cut)
+    if not seq:
+        return None
+    found = conn.execute(
+        sa.select(E.id)
+        .join(session_table, S.pk == E.session_pk)
+        .where(S.project == project, S.session_id == session_id, E.seq == seq)
+    ).scalar()
+    return None if found is None else int(found)
+
+
 def left_out_until(conn: Connection, project: str, session_id: str, left_out: int) -> int:
     """The seq of the newest of a session's ``left_out`` oldest active unpinned entries
     (those a context cut to its budget leaves out); 0 when none is."""
