@@ -13,33 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
+from ._core.named_models import chat_model_from_name
 from .cli_common import ProjectOption, UrlOption, fail, reported
 from .errors import InvalidArgument
 from .memory import ConversationMemory
 from .types import MemoryConfig
 
-__all__ = ["load_chat_model", "mcp_command", "server_memory"]
-
-
-def load_chat_model(name: str) -> Any:
-    """The chat model ``provider:model`` made by LangChain's ``init_chat_model``.
-
-    Raises:
-        InvalidArgument: langchain or the provider's package is not installed, or
-            the name or its provider is unknown.
-    """
-    try:
-        from langchain.chat_models import init_chat_model  # optional: langchain
-
-        return init_chat_model(name)
-    except ModuleNotFoundError as error:
-        missing = error.name or "its provider package"
-        raise InvalidArgument(
-            f"chat model {name!r} needs {missing}: pip install {missing}"
-        ) from error
-    except (ImportError, ValueError) as error:
-        # langchain names the provider package to install in its message.
-        raise InvalidArgument(f"chat model {name!r}: {error}") from error
+__all__ = ["mcp_command", "server_memory"]
 
 
 def server_memory(
@@ -57,7 +37,7 @@ def server_memory(
     """
     changes = {name: value for name, value in (limits or {}).items() if value is not None}
     config = MemoryConfig(**changes)
-    summarizer = None if chat_model is None else load_chat_model(chat_model)
+    summarizer = None if chat_model is None else chat_model_from_name(chat_model, "chat model")
     return ConversationMemory(url, project=project, config=config, summarizer=summarizer)
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ._core.clock import utc_now
-from .errors import InvalidArgument
+from ._core.named_models import chat_model_from_name
 from .memory import ConversationMemory
 from .types import CompressionResult, MemoryConfig, MemoryEntry
 
@@ -40,20 +40,7 @@ def _summarizer() -> Any:
             langchain itself, is not installed; an unknown provider).
     """
     name = os.environ.get("TIERMEM_CHAT_MODEL")
-    if not name:
-        return None
-    try:
-        from langchain.chat_models import init_chat_model  # optional: langchain
-
-        return init_chat_model(name)
-    except ModuleNotFoundError as error:
-        missing = error.name or "its provider package"
-        raise InvalidArgument(
-            f"TIERMEM_CHAT_MODEL={name} needs {missing}: pip install {missing}"
-        ) from error
-    except (ImportError, ValueError) as error:
-        # langchain names the provider package to install in its message.
-        raise InvalidArgument(f"TIERMEM_CHAT_MODEL={name}: {error}") from error
+    return chat_model_from_name(name, "TIERMEM_CHAT_MODEL") if name else None
 
 
 def run_demo(path: Path, *, turns: int = 24, console: Console | None = None) -> ConversationMemory:

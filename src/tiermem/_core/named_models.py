@@ -25,8 +25,9 @@ __all__ = ["chat_model_from_name", "embeddings_from_name"]
 _LANGCHAIN = "the langchain package (pip install langchain) and the provider's package"
 
 
-def chat_model_from_name(name: str) -> BaseChatModel:
-    """The chat model ``init_chat_model(name)`` makes.
+def chat_model_from_name(name: str, what: str = "summarizer") -> BaseChatModel:
+    """The chat model ``init_chat_model(name)`` makes; ``what`` names where the name
+    came from in an error (a setting, an option, an environment variable).
 
     Raises:
         InvalidArgument: it cannot be made; the message names what to install or set.
@@ -34,8 +35,8 @@ def chat_model_from_name(name: str) -> BaseChatModel:
     try:
         from langchain.chat_models import init_chat_model
     except ImportError as error:
-        raise InvalidArgument(f"summarizer {name!r} needs {_LANGCHAIN}") from error
-    return cast("BaseChatModel", _made("summarizer", name, "chat model", init_chat_model))
+        raise InvalidArgument(f"{what} {name!r} needs {_LANGCHAIN}") from error
+    return cast("BaseChatModel", _made(what, name, "chat model", init_chat_model))
 
 
 def embeddings_from_name(name: str) -> Embeddings:
