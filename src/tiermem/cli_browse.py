@@ -11,20 +11,24 @@ import typer
 from rich.table import Column
 from rich.text import Text
 
-from .cli_common import ProjectOption, UrlOption, console, err_console, listing, open_memory
+from .cli_common import (
+    ProjectOption,
+    UrlOption,
+    console,
+    err_console,
+    listing,
+    open_memory,
+    plural,
+)
 from .maintenance import ProjectCounts
 from .memory import ConversationMemory
 
 __all__ = ["empty_project_hint", "projects", "search"]
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _described(counts: ProjectCounts) -> str:
     parts = [
-        _plural(count, noun)
+        plural(count, noun)
         for count, noun in (
             (counts.sessions, "session"),
             (counts.items, "layer item"),
@@ -120,4 +124,4 @@ def search(
             f"{hit.score:.3f}", Text(entry.session_id), str(entry.seq), entry.role, Text(content)
         )
     console.print(table)
-    console.print(_plural(len(hits), "hit"), highlight=False)
+    console.print(plural(len(hits), "hit"), highlight=False)

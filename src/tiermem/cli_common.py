@@ -30,8 +30,10 @@ __all__ = [
     "fail",
     "listing",
     "open_memory",
+    "plural",
     "reflow_help",
     "reported",
+    "singular",
 ]
 
 console = Console()
@@ -169,3 +171,23 @@ def reflow_help(app: typer.Typer) -> None:
     for group in app.registered_groups:
         if group.typer_instance is not None:
             reflow_help(group.typer_instance)
+
+
+#: Plurals that are not the noun and an ``s``, by their singular.
+_IRREGULAR = {"entry": "entries", "summary": "summaries", "entry vector": "entry vectors"}
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` and ``noun`` (singular), its plural when ``count`` is not 1:
+    ``nouns`` if given, else a known irregular one, else the noun and an ``s``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {nouns or _IRREGULAR.get(noun) or noun + 's'}"
+
+
+def singular(nouns: str) -> str:
+    """The singular of a plural ``plural`` makes (``entries`` -> ``entry``)."""
+    for noun, many in _IRREGULAR.items():
+        if nouns == many:
+            return noun
+    return nouns[:-1] if nouns.endswith("s") else nouns

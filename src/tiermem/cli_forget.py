@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from .cli_common import ProjectOption, QuietOption, UrlOption, console, open_memory
+from .cli_common import (
+    ProjectOption,
+    QuietOption,
+    UrlOption,
+    console,
+    open_memory,
+    plural,
+    singular,
+)
 from .types import ForgetResult
 
 __all__ = ["forget_command"]
@@ -26,7 +34,7 @@ def summary(result: ForgetResult, project: str) -> str:
     ]
     found = "; ".join(part for part in named if part) or "nothing stored"
     counts = ", ".join(
-        f"{count} {kind.replace('_', ' ')}"
+        plural(count, singular(kind.replace("_", " ")))
         for kind, count in result.counts().items()
         if kind not in ("sessions", "scopes", "namespaces")
     )

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ._core.named_models import chat_model_from_name
 from .cli_common import ProjectOption, UrlOption, fail, reported
 from .errors import InvalidArgument
 from .memory import ConversationMemory
@@ -37,8 +36,8 @@ def server_memory(
     """
     changes = {name: value for name, value in (limits or {}).items() if value is not None}
     config = MemoryConfig(**changes)
-    summarizer = None if chat_model is None else chat_model_from_name(chat_model, "chat model")
-    return ConversationMemory(url, project=project, config=config, summarizer=summarizer)
+    # A provider:model name is made into a chat model by the memory itself.
+    return ConversationMemory(url, project=project, config=config, summarizer=chat_model)
 
 
 def _limit(flag: str, env: str, text: str) -> Any:

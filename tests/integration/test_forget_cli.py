@@ -32,7 +32,7 @@ def test_dry_run_lists_then_forget_erases(
     assert dry.exit_code == 0, dry.output
     assert dry.output.splitlines() == [
         "would forget sessions 'user-ada'; scopes 'user-ada' of project 'default': "
-        "1 entries, 0 summaries, 0 entry vectors, 1 layer items, 0 item vectors, "
+        "1 entry, 0 summaries, 0 entry vectors, 1 layer item, 0 item vectors, "
         "0 documents, 2 events"
     ]
     with ConversationMemory(url) as memory:

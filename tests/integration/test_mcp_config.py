@@ -116,7 +116,7 @@ def test_chat_model_and_budgets_shape_the_context(
     [
         (["--max-tokens", "0"], "max_tokens"),
         (["--recent-window", "-1"], "recent_window"),
-        (["--chat-model", "nosuchprovider:model"], "chat model 'nosuchprovider:model'"),
+        (["--chat-model", "nosuchprovider:model"], "summarizer 'nosuchprovider:model'"),
     ],
 )
 def test_bad_settings_are_one_line(args: list[str], expected: str, tmp_path: Path) -> None:
