@@ -5,7 +5,9 @@ stores a ~40-token human and a ~120-token AI message and reads the next context 
 2,000-token budget, in one ``add_and_get_messages`` call. The same seeded conversation
 goes, in the same process and the same run, through
 
-* ``tiermem`` (change feed on, the default) and ``tiermem-nofeed`` (feed off);
+* ``tiermem`` (the defaults: recall of what is out of view, change feed on),
+  ``tiermem-norecall`` (``recall_share=0``: the turn SummarizationMiddleware's is
+  compared with, which searches nothing) and ``tiermem-norecall-nofeed`` (feed off too);
 * ``SummarizationMiddleware`` (LangChain's agent middleware, in memory, driven through
   its ``before_model`` hook with a fake model and tiktoken counting);
 * ``ConversationSummaryBufferMemory`` (langchain-classic, in memory).
@@ -59,23 +61,32 @@ FEED_LIMIT = 1.10
 """The change feed's target: at most 10 % of a turn and of the file size."""
 
 
-class FeedlessTiermem(TiermemContender):
-    """tiermem with the change feed off, otherwise as :class:`TiermemContender`."""
+class ConfiguredTiermem(TiermemContender):
+    """tiermem with some settings changed, otherwise as :class:`TiermemContender`."""
 
-    def __init__(self, url: str) -> None:
-        """Open the memory on ``url`` with ``change_feed=False``."""
+    def __init__(self, url: str, **settings: Any) -> None:
+        """Open the memory on ``url`` with ``settings`` applied to its config."""
         self._memory = ConversationMemory(
             url=url,
-            config=MemoryConfig(max_tokens=MAX_TOKENS, change_feed=False),
+            config=MemoryConfig(max_tokens=MAX_TOKENS, **settings),
             summarizer=FakeSummarizer(record_calls=False),
         )
         self._memory.database.ensure_schema()
 
 
+#: The turn without recall: what SummarizationMiddleware's turn does (no search).
+NO_RECALL = "tiermem-norecall"
+#: The same with the change feed off: the feed's cost is the ratio of the two.
+NO_FEED = "tiermem-norecall-nofeed"
+
+
 def _contenders(directory: str, postgres: bool) -> dict[str, Contender[Any]]:
     found: dict[str, Contender[Any]] = {
         "tiermem": TiermemContender(url=f"sqlite:///{directory}/feed.db"),
-        "tiermem-nofeed": FeedlessTiermem(url=f"sqlite:///{directory}/nofeed.db"),
+        NO_RECALL: ConfiguredTiermem(f"sqlite:///{directory}/norecall.db", recall_share=0.0),
+        NO_FEED: ConfiguredTiermem(
+            f"sqlite:///{directory}/nofeed.db", recall_share=0.0, change_feed=False
+        ),
         BASELINE: SummarizationMiddlewareContender(),
         "ConversationSummaryBufferMemory": ClassicMemoryContender(summarize=True),
     }
@@ -193,8 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return f"{rows[name]['p50_us'] / base:.2f}x (CPU {cpu:.2f}x)"
 
         _table(f"{turns:,} turns, last 10 % (median of {args.repeat} runs)", rows, ratio)
-        feed_cost = rows["tiermem"]["p50_us"] / rows["tiermem-nofeed"]["p50_us"]
-        print(f"  feed on / feed off (turn p50): {feed_cost:.2f}x")
+        feed_cost = rows[NO_RECALL]["p50_us"] / rows[NO_FEED]["p50_us"]
+        recall_cost = rows["tiermem"]["p50_us"] - rows[NO_RECALL]["p50_us"]
+        print(f"  feed on / feed off (turn p50, no recall): {feed_cost:.2f}x")
+        print(f"  recall's cost (turn p50): {recall_cost / 1000:.2f} ms")
     texts = [turn.human for turn in make_corpus(args.appends, args.seed + 1)]
     appends = plain_appends(texts, args.repeat)
     report["appends"] = appends

@@ -20,7 +20,8 @@ def test_a_short_run_reports_every_contender_and_the_feed_cost(tmp_path: Path) -
     rows = report["turns"]["30"]
     assert set(rows) == {
         "tiermem",
-        "tiermem-nofeed",
+        turn_bench.NO_RECALL,
+        turn_bench.NO_FEED,
         turn_bench.BASELINE,
         "ConversationSummaryBufferMemory",
     }
