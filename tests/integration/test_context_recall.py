@@ -224,3 +224,17 @@ def test_recall_searches_only_what_is_out_of_view(make_memory: MemoryFactory) ->
     assert "starts at seven on Sunday" in str(block.content)
     compressed = {e.id for e in memory.get_entries("s", include_compressed=True) if e.compressed}
     assert set(block.additional_kwargs[RECALL_MARKER]) <= compressed
+
+
+def test_a_long_question_searches_its_longest_words_only(make_memory: MemoryFactory) -> None:
+    """A pasted page as the question costs a recall what a short question does: the
+    search takes its twelve longest words (in their order), and the compressed fact
+    its rare name points to still comes back."""
+    words = recall.key_words(" ".join(f"w{i}" for i in range(40)) + " Pastelaria questions")
+    assert words.split() == [f"w{i}" for i in range(10, 40)][:10] + ["pastelaria", "questions"]
+    memory = _memory(make_memory)
+    _talk(memory)
+    filler = " ".join(["and so on we go"] * 60)
+    memory.add_user_message("s", f"{filler} Where is Pastelaria Rosa, again? {filler}")
+    _, block = _block(memory.get_messages("s"))
+    assert FACT in str(block.content)

@@ -107,7 +107,7 @@ def recall(
         last_id = (
             None if project_wide else store.out_of_view_last_id(conn, ctx.project, session_id, cut)
         )
-        hits = find(ctx, conn, text, scope, pool, vector, now, last_id)
+        hits = find(ctx, conn, key_words(text), scope, pool, vector, now, last_id)
         hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
         if config.recall_window:
             hits = with_windows(conn, ctx.project, hits, config.recall_window)
@@ -174,6 +174,21 @@ def find(
         dense_query=dense,
         last_id=last_id,
     )
+
+
+#: Words of a question a recall searches for: its longest ones (the rarer, mostly).
+_RECALL_WORDS = 12
+
+
+def key_words(text: str) -> str:
+    """The words of ``text`` a recall searches for: its :data:`_RECALL_WORDS` longest
+    searchable words, in their order. A long message (a pasted page) then costs a
+    recall what a question does, and short common words do not dilute the search."""
+    words = fts.query_words(text, None)
+    if len(words) <= _RECALL_WORDS:
+        return " ".join(words)
+    longest = set(sorted(words, key=len, reverse=True)[:_RECALL_WORDS])
+    return " ".join(word for word in words if word in longest)
 
 
 #: What a line adds to its entry's text: the time and the speaker, about.

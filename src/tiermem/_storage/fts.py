@@ -164,24 +164,22 @@ def words(text: str) -> list[str]:
     return [word.lower() for word in _WORD.findall(text)]
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, limit: int | None = MAX_QUERY_WORDS) -> list[str]:
     """The distinct words of ``text`` (runs of letters and digits), lower-cased, in
-    order, at most :data:`MAX_QUERY_WORDS` of them; punctuation, quotes and
+    order, at most ``limit`` of them (``None``: all); punctuation, quotes and
     operators are separators."""
-    found: list[str] = []
+    found: dict[str, None] = {}
     for match in _WORD.finditer(text):
-        word = match.group().lower()[:_MAX_WORD_CHARS]
-        if word not in found:
-            found.append(word)
-            if len(found) == MAX_QUERY_WORDS:
-                break
-    return found
+        found.setdefault(match.group().lower()[:_MAX_WORD_CHARS])
+        if len(found) == limit:
+            break
+    return list(found)
 
 
-def query_words(text: str) -> list[str]:
-    """The words of a query that are searched: :func:`tokenize` without
-    :data:`STOPWORDS` (a query of stopwords only searches nothing)."""
-    return [word for word in tokenize(text) if word not in STOPWORDS]
+def query_words(text: str, limit: int | None = MAX_QUERY_WORDS) -> list[str]:
+    """The words of a query that are searched: :func:`tokenize` (up to ``limit``
+    words) without :data:`STOPWORDS` (a query of stopwords only searches nothing)."""
+    return [word for word in tokenize(text, limit) if word not in STOPWORDS]
 
 
 def fts5_any(found: Sequence[str]) -> str:
