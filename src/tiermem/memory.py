@@ -184,9 +184,13 @@ class ConversationMemory:
         alone. Close this memory, not the copy: both use one connection pool."""
         config = self._context.config.replace(**changes)
         view = copy.copy(self)
-        view._context = dataclasses.replace(self._context, config=config)
-        view._feed = ChangeFeed(view._context)
+        view.__run_on(dataclasses.replace(self._context, config=config))
         return view
+
+    def __run_on(self, context: MemoryContext) -> None:
+        """Run on ``context`` from now on (how a :meth:`with_config` copy gets its own)."""
+        self._context = context
+        self._feed = ChangeFeed(context)
 
     def on(self, name: str, receiver: Callable[..., Any]) -> Callable[[], None]:
         """Connect ``receiver`` to signal ``name`` of this memory only, held strongly;

@@ -74,7 +74,7 @@ class TieredConversationMemory(BaseMemory):
     llm: Any = None
     """The model that summarizes this conversation (any summarizer tiermem takes);
     ``None``: the memory's summarizer."""
-    prompt: BasePromptTemplate[Any] | None = None
+    prompt: BasePromptTemplate | None = None  # type: ignore[type-arg]  # pydantic: no generic
     """A summary prompt with ``{summary}`` and ``{new_lines}``; ``None``: the memory's."""
     summary_message_cls: type[BaseMessage] = SystemMessage
     """The message class the summary is loaded as."""
@@ -105,9 +105,14 @@ class TieredConversationMemory(BaseMemory):
         """
         if not name.startswith("_"):
             check_keywords(type(self).model_fields, {name: value})
+        before = getattr(self, name, None)
         super().__setattr__(name, value)
         if name in _STORE_FIELDS:
-            self._store = self._conversation_store()
+            try:
+                self._store = self._conversation_store()
+            except InvalidArgument:
+                super().__setattr__(name, before)  # a refused value leaves nothing changed
+                raise
 
     def _conversation_store(self) -> ConversationMemory:
         """``memory``, or a copy of it with this conversation's budget, summarizer
