@@ -46,7 +46,9 @@ class TieredConversationMemory(BaseMemory):
 
     Example:
         ```python
-        memory = TieredConversationMemory(memory=mem, session_id="user-42")
+        memory = TieredConversationMemory(
+            memory=mem, session_id="user-42", llm=llm, max_token_limit=2000
+        )
         chain = ConversationChain(llm=llm, memory=memory)
         chain.invoke({"input": "Hi, I'm Ada."})
         ```
