@@ -10,6 +10,8 @@ share is one :class:`~tiermem._core.context.MemoryContext`.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import EllipsisType
@@ -172,6 +174,23 @@ class ConversationMemory:
         """Change configuration fields (validated); returns the new config."""
         self._context.config = self._context.config.replace(**changes)
         return self._context.config
+
+    def with_config(self, **changes: Any) -> ConversationMemory:
+        """This memory with its own configuration: ``changes`` applied (validated) to a
+        copy of :attr:`config`, for a conversation that needs other budgets. The copy
+        shares this memory's database, project, token counter, clock, summarizer,
+        embeddings, background work and layers, and sends its signals as this memory
+        does; its :meth:`update_config` and :meth:`set_summarizer` leave this memory's
+        alone. Close this memory, not the copy: both use one connection pool."""
+        config = self._context.config.replace(**changes)
+        view = copy.copy(self)
+        view.__run_on(dataclasses.replace(self._context, config=config))
+        return view
+
+    def __run_on(self, context: MemoryContext) -> None:
+        """Run on ``context`` from now on (how a :meth:`with_config` copy gets its own)."""
+        self._context = context
+        self._feed = ChangeFeed(context)
 
     def on(self, name: str, receiver: Callable[..., Any]) -> Callable[[], None]:
         """Connect ``receiver`` to signal ``name`` of this memory only, held strongly;

@@ -1,6 +1,6 @@
 """langchain-classic's ``ConversationSummaryBufferMemory`` tests, with the class
-replaced by ``TieredConversationMemory`` (its ``llm`` as tiermem's summarizer, its
-``max_token_limit`` as the memory's ``max_tokens``), on SQLite and PostgreSQL.
+replaced by ``TieredConversationMemory``, built with the same ``llm`` and
+``max_token_limit`` keywords, on SQLite and PostgreSQL.
 
 The test files come from the pinned langchain-classic sdist (``tests/conformance/fetch.py``).
 """
@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from langchain_core.language_models import BaseLanguageModel
 from tiermem_classic import TieredConversationMemory
-
-from tiermem import MemoryConfig
 
 from ..conftest import MemoryFactory
 from ._peers import adopt, load
@@ -49,9 +47,14 @@ def _substitute(make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch) -> 
     def build(
         *, llm: BaseLanguageModel[Any], max_token_limit: int = 2000, **fields: Any
     ) -> TieredConversationMemory:
-        memory = make_memory(config=MemoryConfig(max_tokens=max_token_limit), summarizer=llm)
         session = f"peer-{next(_sessions)}"
-        return TieredConversationMemory(memory=memory, session_id=session, **fields)
+        return TieredConversationMemory(
+            memory=make_memory(),
+            session_id=session,
+            llm=llm,
+            max_token_limit=max_token_limit,
+            **fields,
+        )
 
     monkeypatch.setattr(PEER, "ConversationSummaryBufferMemory", build)
 

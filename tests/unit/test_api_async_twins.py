@@ -9,7 +9,7 @@ import pytest
 from tiermem import ConversationMemory
 
 #: Public methods that do no database or model work, so have no async twin.
-SYNC_ONLY = {"history", "on", "set_summarizer", "update_config", "now", "layers"}
+SYNC_ONLY = {"history", "on", "set_summarizer", "update_config", "with_config", "now", "layers"}
 
 
 def _public_sync_methods() -> list[str]:

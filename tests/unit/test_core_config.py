@@ -9,6 +9,7 @@ import pytest
 
 from tiermem import ConversationMemory, MemoryConfig, TierPolicy
 from tiermem.errors import InvalidArgument
+from tiermem.testing import FakeSummarizer, SignalRecorder
 
 
 def test_seed_defaults() -> None:
@@ -85,6 +86,30 @@ def test_update_config_applies(tmp_path: Path) -> None:
             memory.add_user_message("s", f"message {i} with a handful of words")
         stats = memory.get_stats("s")
         assert stats.active_entries <= 3 and stats.summaries >= 1
+    finally:
+        memory.close()
+
+
+def test_with_config_budgets_one_conversation_apart(tmp_path: Path) -> None:
+    """with_config gives a memory on the same database with its own config and
+    summarizer; the original keeps its own, and the copy's signals are the original's."""
+    memory = ConversationMemory(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        before = memory.config
+        small = memory.with_config(max_tokens=60, recent_window=1, min_entries_to_compress=1)
+        small.set_summarizer(FakeSummarizer())
+        small.update_config(compress_to=0.5)
+        assert memory.config is before and small.config.max_tokens == 60
+        assert small.config.compress_to == 0.5
+        with SignalRecorder(sender=memory).recording() as recorder:
+            for i in range(6):
+                small.add_user_message("s", f"message {i} with a handful of words in it")
+        assert recorder.of("compressed")
+        assert memory.get_stats("s").summaries >= 1  # one database
+        assert small.counter.count_messages(small.get_messages("s")) <= 60
+        assert memory.context.summarizer is None and small.context.summarizer is not None
+        with pytest.raises(InvalidArgument, match="no field 'max_token'"):
+            memory.with_config(max_token=5)
     finally:
         memory.close()
 
