@@ -6,7 +6,7 @@ from importlib import metadata
 
 from ._compression.policy import DEFAULT_SUMMARY_PROMPT
 from ._core.current_turn import TRUNCATED_MARKER
-from ._core.recall_block import RECALL_MARKER
+from ._core.recall_block import RECALL_MARKER, RECALLED_ITEMS_MARKER
 from ._core.render import MISSING_RESULT_MARKER, OMITTED_MARKER, is_summary_message
 from ._storage.database import Database
 from ._storage.tables import create_tables
@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "MISSING_RESULT_MARKER",
     "OMITTED_MARKER",
+    "RECALLED_ITEMS_MARKER",
     "RECALL_MARKER",
     "TRUNCATED_MARKER",
     "CompressionResult",

@@ -86,6 +86,10 @@ class MemoryConfig(KeywordChecked):
             (0: the hits alone, which leaves room for more of them).
         recall_scope: ``"session"`` recalls compressed entries of the session read;
             ``"project"`` also the project's other sessions.
+        recall_layers: layers whose items a read also recalls (``"episodic"``,
+            ``"semantic"``), from the scope ``recall_layer_scope``; ``()``: none.
+        recall_layer_scope: the layer scope ``recall_layers`` recalls from (a user's,
+            say: ``memory.with_config(recall_layer_scope=user_id)``).
         min_entries_to_compress: an automatic compression needs at least this many.
         auto_compress: compress automatically after ``add_*``.
         compression_ratio: target summary length as a share of its input.
@@ -132,6 +136,8 @@ class MemoryConfig(KeywordChecked):
     recall_share: float = 0.3
     recall_window: int = 0
     recall_scope: str = "session"
+    recall_layers: tuple[str, ...] = ()
+    recall_layer_scope: str = "default"
     min_entries_to_compress: int = 5
     auto_compress: bool = True
     compression_ratio: float = 0.3
@@ -166,6 +172,16 @@ class MemoryConfig(KeywordChecked):
         if self.recall_scope not in ("session", "project"):
             raise InvalidArgument(
                 f"recall_scope must be 'session' or 'project', got {self.recall_scope!r}"
+            )
+        layers = self.recall_layers
+        if not isinstance(layers, tuple) or not set(layers) <= {"episodic", "semantic"}:
+            raise InvalidArgument(
+                f"recall_layers must be a tuple of 'episodic' and 'semantic', got {layers!r}"
+            )
+        scope = self.recall_layer_scope
+        if not isinstance(scope, str) or not 0 < len(scope) <= 255:
+            raise InvalidArgument(
+                f"recall_layer_scope must be a str of 1-255 characters, got {scope!r}"
             )
         _positive_int("max_entry_chars", self.max_entry_chars)
         _positive_int("max_summarizer_input_tokens", self.max_summarizer_input_tokens)

@@ -12,9 +12,15 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from tiermem import RECALL_MARKER, ConversationMemory, MemoryConfig, is_summary_message
+from tiermem import (
+    RECALL_MARKER,
+    RECALLED_ITEMS_MARKER,
+    ConversationMemory,
+    MemoryConfig,
+    is_summary_message,
+)
 from tiermem._ops import recall
-from tiermem.errors import StorageError
+from tiermem.errors import InvalidArgument, StorageError
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory
@@ -238,3 +244,46 @@ def test_a_long_question_searches_its_longest_words_only(make_memory: MemoryFact
     memory.add_user_message("s", f"{filler} Where is Pastelaria Rosa, again? {filler}")
     _, block = _block(memory.get_messages("s"))
     assert FACT in str(block.content)
+
+
+def test_recall_brings_what_the_layers_know_when_asked(make_memory: MemoryFactory) -> None:
+    """With ``recall_layers``, a question brings the matching semantic fact and
+    episode of the scope ``recall_layer_scope`` into the block, marked as layer
+    memory with the items' ids in RECALLED_ITEMS_MARKER, even in a session with
+    nothing compressed; without it, such a session recalls nothing."""
+    plain = _memory(make_memory)
+    layers = plain.layers("user-ana")
+    fact = layers.learn("sister's bakery", "Ana's sister works at Pastelaria Rosa in Lisbon")
+    episode = layers.append("episodic", "Ana flew to Lisbon on May 1 to visit the bakery")
+    layers.append("semantic", "Ana is allergic to cats", {"key": "allergy"})
+    question = "Which bakery in Lisbon does my sister work at?"
+    plain.add_user_message("s", question)
+    assert not any(RECALL_MARKER in m.additional_kwargs for m in plain.get_messages("s"))
+
+    memory = plain.with_config(
+        recall_layers=("semantic", "episodic"), recall_layer_scope="user-ana"
+    )
+    messages = memory.get_messages("s")
+    index, block = _block(messages)
+    assert index == len(messages) - 2 and messages[-1].content == question
+    text = str(block.content)
+    assert "(semantic memory) sister's bakery: Ana's sister works at Pastelaria Rosa" in text
+    assert "(episodic memory) Ana flew to Lisbon on May 1" in text
+    assert "allergic" not in text
+    items = set(block.additional_kwargs[RECALLED_ITEMS_MARKER])
+    assert {episode.id} <= items and block.additional_kwargs[RECALL_MARKER] == []
+    assert len(items) == 2 and memory.counter.count_messages(messages) <= CONFIG.max_tokens
+    assert fact.key == "sister's bakery"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"recall_layers": ("procedural",)},
+        {"recall_layers": "semantic"},
+        {"recall_layer_scope": ""},
+    ],
+)
+def test_recall_layer_settings_are_checked(changes: dict[str, object]) -> None:
+    with pytest.raises(InvalidArgument, match=next(iter(changes))):
+        MemoryConfig(**changes)  # type: ignore[arg-type]

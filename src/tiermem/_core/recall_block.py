@@ -11,6 +11,7 @@ their ids in ``additional_kwargs[RECALL_MARKER]``; it is counted in the budget.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -21,12 +22,15 @@ from .budget import WindowEntry, head_upper_bound
 from .messages import SUMMARY_MARKER, render_text
 
 __all__ = [
+    "RECALLED_ITEMS_MARKER",
     "RECALL_HEADER",
     "RECALL_MARKER",
+    "Line",
     "Recalled",
     "block_budget",
     "choose",
     "insert_block",
+    "item_line",
     "newest_question",
     "recall_message",
     "recall_section",
@@ -34,6 +38,9 @@ __all__ = [
 
 #: ``additional_kwargs`` key of the recalled block: the ids of the entries it shows.
 RECALL_MARKER = "tiermem_recalled_ids"
+#: ``additional_kwargs`` key of the recalled block: the ids of the layer items it shows
+#: (set only when it shows some; see ``MemoryConfig.recall_layers``).
+RECALLED_ITEMS_MARKER = "tiermem_recalled_items"
 RECALL_HEADER = "Recalled from earlier in the conversation (stored word for word):"
 _SECTION = "=== Recalled From Earlier ==="
 #: The smallest block worth adding, in tokens.
@@ -41,10 +48,23 @@ _MIN_BLOCK = 32
 
 
 class Recalled(NamedTuple):
-    """The chosen entries (time order) and their lines."""
+    """What a block shows: the entries' ids, the lines (time order) and the layer
+    items' ids."""
 
     ids: list[int]
     lines: list[str]
+    items: tuple[int, ...] = ()
+
+
+class Line(NamedTuple):
+    """A candidate line: its text and estimated tokens, what it shows (an entry, or
+    an item of the layer named) and where it sorts in the block's time order."""
+
+    text: str
+    tokens: int
+    source: str  # "entry", or a layer's name
+    id: int
+    when: tuple[datetime, str, int]
 
 
 def newest_question(entries: Sequence[WindowEntry]) -> str:
@@ -89,38 +109,49 @@ def line(entry: MemoryEntry, session_id: str, limit: int, counter: TokenCounter)
     return f"[{moment}]{where} {entry.role}: {text}"
 
 
+def item_line(
+    layer: str, key: str | None, content: str, created: datetime, limit: int, counter: TokenCounter
+) -> str:
+    """One recalled layer item: its time, layer (and key) and text, cut to ``limit``."""
+    text = content if key is None else f"{key}: {content}"
+    if counter.count_text(text) > limit:
+        text = counter.truncate(text, limit) + " [...]"
+    return f"[{created.strftime('%Y-%m-%d %H:%M')}] ({layer} memory) {text}"
+
+
 def choose(
-    candidates: Sequence[tuple[MemoryEntry, str]],
-    budget: int,
-    cost: Callable[[Sequence[str]], int],
-    estimate: Callable[[MemoryEntry, str], int],
+    candidates: Sequence[Line], budget: int, cost: Callable[[Sequence[str]], int]
 ) -> Recalled:
     """The best candidates (in rank order) whose block costs at most ``budget`` by
-    ``cost`` (the exact count of a block of those lines), shown in time order;
-    ``estimate`` is a line's count as the choice goes (the exact count decides)."""
-    chosen: list[tuple[MemoryEntry, str]] = []
+    ``cost`` (the exact count of a block of those lines), shown in time order; each
+    line's ``tokens`` is its estimate as the choice goes (the exact count decides)."""
+    chosen: list[Line] = []
     used = cost([])
-    for entry, text in candidates:
-        tokens = estimate(entry, text) + 1
-        if used + tokens <= budget:
-            chosen.append((entry, text))
-            used += tokens
-    rank = {entry.id: position for position, (entry, _) in enumerate(chosen)}
-    chosen.sort(key=lambda pair: (pair[0].timestamp, pair[0].session_id, pair[0].seq))
-    lines = [text for _, text in chosen]
-    while chosen and cost(lines) > budget:  # the estimate was short: drop the worst
-        worst = max(range(len(chosen)), key=lambda i: rank[chosen[i][0].id])
-        del chosen[worst], lines[worst]
-    return Recalled([entry.id for entry, _ in chosen], lines)
+    for candidate in candidates:
+        if used + candidate.tokens + 1 <= budget:
+            chosen.append(candidate)
+            used += candidate.tokens + 1
+    rank = {(line.source, line.id): position for position, line in enumerate(chosen)}
+    chosen.sort(key=lambda line: line.when)
+    while chosen and cost([line.text for line in chosen]) > budget:  # estimate short
+        chosen.remove(max(chosen, key=lambda line: rank[line.source, line.id]))
+    return Recalled(
+        [line.id for line in chosen if line.source == "entry"],
+        [line.text for line in chosen],
+        tuple(line.id for line in chosen if line.source != "entry"),
+    )
 
 
 def recall_message(recalled: Recalled) -> HumanMessage:
     """The block as a message in the user role (accepted anywhere by every
     provider), marked so integrations never store it back."""
+    kwargs: dict[str, object] = {RECALL_MARKER: list(recalled.ids)}
+    if recalled.items:
+        kwargs[RECALLED_ITEMS_MARKER] = list(recalled.items)
     return HumanMessage(
         content="\n".join([RECALL_HEADER, *recalled.lines]),
         id=f"tiermem-recalled-{recalled.ids[0]}" if recalled.ids else "tiermem-recalled",
-        additional_kwargs={RECALL_MARKER: list(recalled.ids)},
+        additional_kwargs=kwargs,
     )
 
 

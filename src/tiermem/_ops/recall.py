@@ -12,6 +12,7 @@ current-turn boundary (see :mod:`tiermem._core.recall_block`), within the budget
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -19,13 +20,16 @@ from datetime import datetime
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from .._core.budget import OMITTED_MARKER, WindowEntry, head_upper_bound
+from .._core.clock import as_utc
 from .._core.context import MemoryContext
 from .._core.recall_block import (
     RECALL_HEADER,
+    Line,
     Recalled,
     block_budget,
     choose,
     insert_block,
+    item_line,
     line,
     newest_question,
     recall_message,
@@ -33,9 +37,9 @@ from .._core.recall_block import (
 )
 from .._core.render import SUMMARY_HEADER, SummaryText, render_messages
 from .._core.runner import Op
-from .._storage import fts, store
+from .._storage import fts, items, store
 from .._storage.database import Connection
-from .._storage.search import search_entries, with_windows
+from .._storage.search import rank, search_entries, with_windows
 from ..errors import InvalidArgument, TiermemError
 from ..tokens import TokenCounter
 from ..types import MemoryEntry, MemorySummary, SearchHit
@@ -60,7 +64,7 @@ def _wanted(ctx: MemoryContext, summaries: object, query: str | None, over: bool
     return bool(
         config.recall_share
         and query != ""
-        and (summaries or over or config.recall_scope == "project")
+        and (summaries or over or config.recall_scope == "project" or config.recall_layers)
     )
 
 
@@ -92,7 +96,8 @@ def recall(
     config = ctx.config
     text = newest_question(entries) if query is None else query
     project_wide = config.recall_scope == "project"
-    if budget <= 0 or not text.strip() or not (summaries or project_wide or left_out):
+    wider = project_wide or bool(config.recall_layers)
+    if budget <= 0 or not text.strip() or not (summaries or wider or left_out):
         return None
     vector = yield from query_vector(ctx, text)
     now = ctx.now()
@@ -102,20 +107,24 @@ def recall(
     pool = _pool(budget, entries, config.recall_window)
 
     def work(conn: Connection) -> Recalled:
+        words = key_words(text)
         cut = store.left_out_until(conn, ctx.project, session_id, left_out)
         # Only what is out of view is searched: the pool is not spent on the window.
         last_id = (
             None if project_wide else store.out_of_view_last_id(conn, ctx.project, session_id, cut)
         )
-        hits = find(ctx, conn, key_words(text), scope, pool, vector, now, last_id)
-        hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
-        if config.recall_window:
-            hits = with_windows(conn, ctx.project, hits, config.recall_window)
+        hits: list[SearchHit] = []
+        if project_wide or last_id is not None:
+            hits = find(ctx, conn, words, scope, pool, vector, now, last_id)
+            hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
+            if config.recall_window:
+                hits = with_windows(conn, ctx.project, hits, config.recall_window)
+        entry_lines = _candidates(hits, session_id, cut, limit, ctx)
+        item_lines = layer_lines(ctx, conn, words, pool, now, limit)
         return choose(
-            _candidates(hits, session_id, cut, limit, ctx),
+            _interleaved(entry_lines, item_lines),
             budget,
             lambda lines: counter.count_message(HumanMessage("\n".join([RECALL_HEADER, *lines]))),
-            lambda entry, text: _line_estimate(entry, text, limit, counter),
         )
 
     on_pg = ctx.database.is_postgres
@@ -128,7 +137,7 @@ def recall(
             "recall for %r failed; the context has no recalled block: %s", session_id, exc
         )
         return None
-    return recalled if recalled.ids else None
+    return recalled if recalled.ids or recalled.items else None
 
 
 def _pool(budget: int, entries: list[WindowEntry], window: int) -> int:
@@ -202,6 +211,43 @@ def _line_estimate(entry: MemoryEntry, text: str, limit: int, counter: TokenCoun
     return entry.token_count + _LINE_FRAME
 
 
+def layer_lines(
+    ctx: MemoryContext, conn: Connection, words: str, pool: int, now: datetime, limit: int
+) -> list[Line]:
+    """The items of the layers ``recall_layers`` names, in the scope
+    ``recall_layer_scope``, best matching ``words``, as lines, best first. Their
+    search records no access (a read of the memory's own, as an entry's recall)."""
+    config = ctx.config
+    found = fts.query_words(words)
+    if not config.recall_layers or not found:
+        return []
+    pk = items.get_scope_pk(conn, ctx.project, config.recall_layer_scope)
+    if pk is None:
+        return []
+    policy, out = config.tier_policy, []
+    for layer in config.recall_layers:
+        since = items.live_since(now, policy, layer)
+        candidates = items.item_candidates(conn, pk, layer, found, since)
+        ranked = rank(candidates, now, policy.for_layer(layer), pool)
+        rows = {row.id: row for row in items.read_items(conn, [c.id for c, _ in ranked])}
+        for candidate, _ in ranked:
+            row = rows.get(candidate.id)
+            if row is None:
+                continue
+            text = item_line(layer, row.item_key, row.content, row.created_at, limit, ctx.counter)
+            when = (as_utc(row.created_at), layer, row.id)
+            out.append(Line(text, ctx.counter.count_text(text), layer, row.id, when))
+    return out
+
+
+def _interleaved(first: list[Line], second: list[Line]) -> list[Line]:
+    """The two rankings taken in turn, so that each gets its best into the block."""
+    out: list[Line] = []
+    for pair in itertools.zip_longest(first, second):
+        out.extend(line for line in pair if line is not None)
+    return out
+
+
 def _out_of_view(entry: MemoryEntry, session_id: str, cut: int) -> bool:
     """Compressed, left out by the budget (unpinned, at or before seq ``cut``), or of
     another session."""
@@ -214,17 +260,20 @@ def _out_of_view(entry: MemoryEntry, session_id: str, cut: int) -> bool:
 
 def _candidates(
     hits: list[SearchHit], session_id: str, cut: int, limit: int, ctx: MemoryContext
-) -> list[tuple[MemoryEntry, str]]:
+) -> list[Line]:
     """Each hit, then its neighbours out of view, best hit first, each entry once."""
     seen: set[int] = set()
-    out: list[tuple[MemoryEntry, str]] = []
+    out: list[Line] = []
     for hit in hits:
         around = sorted(hit.window, key=lambda e: abs(e.seq - hit.entry.seq)) or [hit.entry]
         for entry in around:
             if entry.id in seen or not _out_of_view(entry, session_id, cut):
                 continue
             seen.add(entry.id)
-            out.append((entry, line(entry, session_id, limit, ctx.counter)))
+            text = line(entry, session_id, limit, ctx.counter)
+            tokens = _line_estimate(entry, text, limit, ctx.counter)
+            when = (as_utc(entry.timestamp), entry.session_id, entry.seq)
+            out.append(Line(text, tokens, "entry", entry.id, when))
     return out
 
 
