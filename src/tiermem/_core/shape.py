@@ -51,12 +51,15 @@ def provider_shape_problems(
 
     def late(index: int) -> set[str]:
         """The calls of ``caller`` not answered before ``index``, none exempt."""
+        calls = pairs.calls.get(caller)
+        if not calls:  # most messages make none
+            return set()
         answered = {
             cast("ToolMessage", messages[i]).tool_call_id
             for i in pairs.answers.get(caller, [])
             if i < index
         }
-        return set(pairs.calls.get(caller, ())) - answered - exempt
+        return set(calls) - answered - exempt
 
     for index, message in enumerate(messages):
         if isinstance(message, ToolMessage):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from .messages import tool_call_ids
 
@@ -28,6 +28,8 @@ __all__ = ["Step", "ToolPairs", "group_units", "message_step", "pair_messages", 
 #: What the walk needs of a message: the ids of the calls it makes, and the call id
 #: it answers (``None`` unless it is a tool result).
 Step = tuple[Sequence[str], str | None]
+_NO_CALLS: tuple[str, ...] = ()
+_NO_STEP: Step = (_NO_CALLS, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +95,13 @@ def pair_steps(steps: Iterable[Step]) -> ToolPairs:
 
 def message_step(message: BaseMessage) -> Step:
     """The :data:`Step` of a message: its calls with an id (a call without one can
-    never be answered), and the call id it answers if it is a tool result."""
-    answered = message.tool_call_id if isinstance(message, ToolMessage) else None
-    return tool_call_ids(message), answered
+    never be answered, see :func:`~tiermem._core.messages.tool_call_ids`), and the
+    call id it answers if it is a tool result."""
+    if isinstance(message, ToolMessage):
+        return _NO_CALLS, message.tool_call_id
+    if isinstance(message, AIMessage) and message.tool_calls:  # most messages make none
+        return tool_call_ids(message), None
+    return _NO_STEP
 
 
 def pair_messages(messages: Sequence[BaseMessage]) -> ToolPairs:
