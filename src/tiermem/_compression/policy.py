@@ -14,7 +14,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
-from .._core.messages import render_text, tool_call_ids
+from .._core.messages import render_text
+from .._core.tool_pairs import pair_messages
 from ..errors import InvalidArgument
 from ..tokens import TokenCounter
 from ..types import MemoryConfig, MemoryEntry
@@ -57,21 +58,10 @@ def _group_ends(active: Sequence[MemoryEntry]) -> dict[int, int | None]:
     """Index of each tool-call entry -> index of its last result, ``None`` while a call
     is unanswered. Results pair with the latest earlier call of their id, so an id
     reused after it was answered starts a new group."""
-    ends: dict[int, int | None] = {}
-    missing: dict[int, int] = {}
-    open_calls: dict[str, int] = {}
-    for index, entry in enumerate(active):
-        message = entry.message
-        if isinstance(message, ToolMessage):
-            owner = open_calls.pop(message.tool_call_id, None)
-            if owner is not None:
-                missing[owner] -= 1
-                ends[owner] = index
-        ids = tool_call_ids(message)
-        if ids:
-            open_calls.update(dict.fromkeys(ids, index))
-            missing[index], ends[index] = len(ids), index
-    return {index: end if missing[index] == 0 else None for index, end in ends.items()}
+    pairs = pair_messages([entry.message for entry in active])
+    return {
+        index: pairs.answers[index][-1] if pairs.complete(index) else None for index in pairs.calls
+    }
 
 
 def _safe_prefix(active: Sequence[MemoryEntry], length: int) -> int:

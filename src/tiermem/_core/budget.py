@@ -36,11 +36,12 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from ..errors import BudgetExceeded
 from ..tokens import TokenCounter
-from .messages import SUMMARY_MARKER, tool_call_ids
+from .messages import SUMMARY_MARKER
+from .tool_pairs import group_units
 
 __all__ = [
     "OMITTED_MARKER",
@@ -82,22 +83,6 @@ def omitted_note(messages: int, summaries: int = 0) -> str:
         f"[{' and '.join(parts)} {verb} not shown to stay within the token budget; "
         "they are stored and searchable.]"
     )
-
-
-def group_units(messages: Sequence[BaseMessage]) -> list[list[int]]:
-    """Indices of ``messages`` (in provider order) grouped into units that are kept
-    or left out whole: an assistant tool call with the results that follow it, or
-    any other single message."""
-    units: list[list[int]] = []
-    waiting: set[str] = set()
-    for index, message in enumerate(messages):
-        if isinstance(message, ToolMessage) and units and message.tool_call_id in waiting:
-            units[-1].append(index)
-            waiting.discard(message.tool_call_id)
-            continue
-        units.append([index])
-        waiting = set(tool_call_ids(message)) if isinstance(message, AIMessage) else set()
-    return units
 
 
 class Fitted(NamedTuple):

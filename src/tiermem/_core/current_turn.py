@@ -25,7 +25,7 @@ _ROUNDS = 6
 
 
 def current_units(messages: Sequence[BaseMessage], units: Sequence[Sequence[int]]) -> list[bool]:
-    """Which ``units`` (see :func:`~tiermem._core.budget.group_units`) form the current
+    """Which ``units`` (see :func:`~tiermem._core.tool_pairs.group_units`) form the current
     turn: the unit of the newest human message and the last unit."""
     required = [False] * len(units)
     if not units:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
@@ -16,7 +16,6 @@ from .budget import (
     WindowEntry,
     check_pinned,
     fit_units,
-    group_units,
     head_message,
     head_tokens,
     head_upper_bound,
@@ -26,6 +25,7 @@ from .budget import (
 from .current_turn import current_units, shrink
 from .messages import SUMMARY_MARKER, render_text, tool_call_ids, without_idless_calls
 from .recall_block import RECALL_MARKER
+from .tool_pairs import group_units, pair_messages
 
 __all__ = [
     "MISSING_RESULT_MARKER",
@@ -106,33 +106,21 @@ def provider_order(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     :func:`without_idless_calls`); the stored message keeps it.
     """
     messages = [m for m in map(without_idless_calls, messages) if m is not None]
-    answers: dict[int, list[ToolMessage]] = {}
-    placed: set[int] = set()
-    open_calls: dict[str, int] = {}
-    for index, message in enumerate(messages):
-        if isinstance(message, ToolMessage):
-            owner = open_calls.pop(message.tool_call_id, None)
-            if owner is not None:
-                answers.setdefault(owner, []).append(message)
-                placed.add(index)
-        open_calls.update(dict.fromkeys(tool_call_ids(message), index))
-    if not placed and not open_calls:
+    pairs = pair_messages(messages)
+    if not pairs.owner and not pairs.open:
         return list(messages)
-    unanswered: dict[int, list[str]] = {}
-    for call_id, owner in open_calls.items():
-        unanswered.setdefault(owner, []).append(call_id)
+    placed = pairs.owner
+    unanswered = pairs.unanswered()
     last = max((i for i in range(len(messages)) if i not in placed), default=-1)
     ordered: list[BaseMessage] = []
     for index, message in enumerate(messages):
         if index in placed:
             continue
         ordered.append(message)
-        results = answers.get(index, [])
+        results = [cast("ToolMessage", messages[i]) for i in pairs.answers.get(index, [])]
         if index in unanswered and index < last and isinstance(message, AIMessage):
             missing = set(unanswered[index])
-            results = results + [
-                _missing_result(c) for c in message.tool_calls if c["id"] in missing
-            ]
+            results += [_missing_result(c) for c in message.tool_calls if c["id"] in missing]
         if results:  # in the order of the calls, as providers show them
             position = {call_id: n for n, call_id in enumerate(tool_call_ids(message))}
             results.sort(key=lambda result: position[result.tool_call_id])

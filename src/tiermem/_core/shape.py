@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from .messages import tool_call_ids
+from .tool_pairs import pair_messages
 
 __all__ = ["Provider", "provider_shape_problems"]
 
@@ -45,22 +46,33 @@ def provider_shape_problems(
     problems: list[str] = []
     exempt = set(pending)
     seen: Counter[str] = Counter()
-    waiting: set[str] = set()
-    in_results = False
+    pairs = pair_messages(messages)
+    caller = -1  # the last message that is not a tool result: its results may follow
+
+    def late(index: int) -> set[str]:
+        """The calls of ``caller`` not answered before ``index``, none exempt."""
+        calls = pairs.calls.get(caller)
+        if not calls:  # most messages make none
+            return set()
+        answered = {
+            cast("ToolMessage", messages[i]).tool_call_id
+            for i in pairs.answers.get(caller, [])
+            if i < index
+        }
+        return set(calls) - answered - exempt
+
     for index, message in enumerate(messages):
         if isinstance(message, ToolMessage):
-            if not in_results or message.tool_call_id not in waiting:
+            if pairs.owner.get(index) != caller:
                 problems.append(
                     f"message {index}: tool result {message.tool_call_id!r} "
                     "does not follow its call"
                 )
-            waiting.discard(message.tool_call_id)
             continue
-        late = waiting - exempt
-        if late:
-            problems.append(f"message {index}: calls {sorted(late)} are not answered in time")
-        waiting = set()
-        in_results = False
+        missing = late(index)
+        if missing:
+            problems.append(f"message {index}: calls {sorted(missing)} are not answered in time")
+        caller = index
         if isinstance(message, AIMessage) and message.tool_calls:
             ids = tool_call_ids(message)
             if unique_ids:
@@ -71,10 +83,10 @@ def provider_shape_problems(
                     for cid, n in Counter(ids).items()
                     if n > 1
                 ]
-            waiting, in_results = set(ids), True
             if provider == "anthropic":
                 problems += [f"message {index}: a tool call without an id" for c in ids if not c]
-    if waiting - exempt and not allow_pending_tail:
-        problems.append(f"the conversation ends with unanswered calls {sorted(waiting - exempt)}")
+    missing = late(len(messages))
+    if missing and not allow_pending_tail:
+        problems.append(f"the conversation ends with unanswered calls {sorted(missing)}")
     problems += [f"tool call id {cid!r} appears {n} times" for cid, n in seen.items() if n > 1]
     return problems

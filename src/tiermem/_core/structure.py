@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from .tool_pairs import ToolPairs, pair_steps
+
 __all__ = [
     "EntryFacts",
     "Problem",
@@ -111,15 +113,18 @@ def _valid(index: int | None, count: int) -> bool:
     return index is not None and 0 <= index < count
 
 
-def _walk_tools(entries: Sequence[EntryFacts]) -> tuple[list[Problem], dict[str, int]]:
-    """Pair results with calls as they were stored: a result answers the latest
-    earlier open call of its id. The pairing problems, and the calls left open
-    (id -> position of the entry making it)."""
+def _walk_tools(entries: Sequence[EntryFacts]) -> tuple[list[Problem], ToolPairs]:
+    """Pair results with calls as they were stored (:mod:`tiermem._core.tool_pairs`):
+    the pairing problems in entry order, and the pairing."""
+    pairs = pair_steps((tuple(call_id for call_id, _ in e.calls), e.answers) for e in entries)
+    reused: dict[int, int] = {}
+    for position, call_id in pairs.reused:
+        if call_id:  # a call without an id is a problem already
+            reused[position] = reused.get(position, 0) + 1
     problems: list[Problem] = []
-    open_calls: dict[str, int] = {}
     for position, entry in enumerate(entries):
         if entry.answers is not None:
-            owner = open_calls.pop(entry.answers, None)
+            owner = pairs.owner.get(position)
             if owner is None:
                 problems.append(
                     Problem("I5", "entries", (position,), "tool result without its call", "message")
@@ -134,24 +139,16 @@ def _walk_tools(entries: Sequence[EntryFacts]) -> tuple[list[Problem], dict[str,
                         "summary",
                     )
                 )
-        for call_id, _ in entry.calls:
-            if not call_id or call_id in open_calls:
-                problems.append(
-                    Problem(
-                        "I5",
-                        "entries",
-                        (position,),
-                        "missing or duplicated tool call id",
-                        "message",
-                    )
-                )
-            open_calls[call_id] = position
-    return problems, open_calls
+        bad = sum(1 for call_id, _ in entry.calls if not call_id) + reused.get(position, 0)
+        problems += [
+            Problem("I5", "entries", (position,), "missing or duplicated tool call id", "message")
+        ] * bad
+    return problems, pairs
 
 
 def unanswered_calls(entries: Sequence[EntryFacts]) -> dict[str, str]:
     """The calls still waiting for their result: id -> tool name (``pending_calls``)."""
-    _, open_calls = _walk_tools(entries)
+    open_calls = _walk_tools(entries)[1].open
     return {call_id: dict(entries[owner].calls)[call_id] for call_id, owner in open_calls.items()}
 
 
@@ -225,7 +222,7 @@ def session_problems(
             yield at(position, "merged summary has no children")
 
     # Each entry: its link, its pin, its tool calls.
-    tool_problems, open_calls = _walk_tools(entries)
+    tool_problems, pairs = _walk_tools(entries)
     pairing = iter(tool_problems)
     pending = next(pairing, None)
     for position, entry in enumerate(entries):
@@ -254,7 +251,7 @@ def session_problems(
         while pending is not None and pending.where[0] == position:
             yield pending
             pending = next(pairing, None)
-    for call_id, owner in sorted(open_calls.items(), key=lambda item: item[1]):
+    for call_id, owner in sorted(pairs.open.items(), key=lambda item: item[1]):
         if entries[owner].summary is not None:
             yield Problem(
                 "I5", "entries", (), f"an unanswered tool call is compressed ({call_id!r})"
