@@ -63,21 +63,31 @@ class NewCheckpoint:
 @dataclass(frozen=True, slots=True)
 class NewWrite:
     """A pending write of a task: its index as LangGraph numbers it (negative for
-    the special channels), its channel and its serialized value."""
+    the special channels), its channel and its serialized value.
+
+    ``messages`` is the value as it reads back, when it is a list of messages: once
+    the next checkpoint's message list of that channel holds them, the write is
+    kept as references to their entries instead of its serialized value (so a
+    message's text is stored once, in its entry).
+    """
 
     idx: int
     channel: str
     value: Typed
+    messages: Sequence[BaseMessage] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StoredWrite:
-    """A stored pending write."""
+    """A stored pending write: its serialized ``value``, or, for a write kept as
+    references to entries, its ``messages`` (then ``value`` is tiermem's own
+    encoding of those references)."""
 
     task_id: str
     channel: str
     value: Typed
     task_path: str
+    messages: list[BaseMessage] | None = None
 
 
 @dataclass(frozen=True, slots=True)

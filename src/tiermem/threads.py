@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ._core.runner import arun, run
 from ._ops import threads as ops
 from ._ops.known_lists import KnownLists
+from ._ops.thread_writes import KnownWrites
 from .checkpoints import CheckpointQuery, NewCheckpoint, NewWrite, StoredCheckpoint
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class Threads:
         self._memory = memory
         self._context = memory.context
         self._known = KnownLists()
+        self._writes = KnownWrites()
 
     @property
     def memory(self) -> ConversationMemory:
@@ -46,11 +48,11 @@ class Threads:
         """Store a checkpoint, its new values and its new messages in one transaction
         (``InvalidContent``/``EntryTooLarge`` for a message tiermem cannot hold
         exactly: nothing is written)."""
-        run(ops.put(self._context, self._known, checkpoint))
+        run(ops.put(self._context, self._known, self._writes, checkpoint))
 
     async def aput(self, checkpoint: NewCheckpoint) -> None:
         """Async :meth:`put`."""
-        await arun(ops.put(self._context, self._known, checkpoint))
+        await arun(ops.put(self._context, self._known, self._writes, checkpoint))
 
     def put_writes(
         self,
@@ -62,9 +64,18 @@ class Threads:
         writes: Sequence[NewWrite],
     ) -> None:
         """Store a task's pending writes to a checkpoint: a regular write stored
-        already is kept, a special one (negative index) replaced."""
+        already is kept, a special one (negative index) replaced. A write that
+        carries its ``messages`` is kept as references to their entries once the
+        next checkpoint's list holds them."""
         op = ops.put_writes(
-            self._context, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+            self._context,
+            self._writes,
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            task_id,
+            task_path,
+            writes,
         )
         run(op)
 
@@ -79,7 +90,14 @@ class Threads:
     ) -> None:
         """Async :meth:`put_writes`."""
         op = ops.put_writes(
-            self._context, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+            self._context,
+            self._writes,
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            task_id,
+            task_path,
+            writes,
         )
         await arun(op)
 

@@ -59,6 +59,7 @@ from langchain_core.messages import (
     ChatMessage,
     FunctionMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -107,6 +108,16 @@ def _is_message_list(value: object) -> bool:
         isinstance(value, list)
         and bool(value)
         and all(type(m) in _MESSAGE_TYPES and isinstance(m.id, str) and m.id for m in value)
+    )
+
+
+def _is_message_write(value: object) -> bool:
+    """Whether a pending write is a list of messages (ids optional: the reducer gives
+    them) that may be kept as references to their entries."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(type(m) in _MESSAGE_TYPES or type(m) is RemoveMessage for m in value)
     )
 
 
@@ -249,15 +260,26 @@ class TieredSaver(BaseCheckpointSaver[str]):
             metadata=self.serde.loads_typed(stored.metadata),
             parent_config=parent,
             pending_writes=[
-                (w.task_id, w.channel, self.serde.loads_typed(w.value)) for w in stored.writes
+                (
+                    w.task_id,
+                    w.channel,
+                    self.serde.loads_typed(w.value) if w.messages is None else w.messages,
+                )
+                for w in stored.writes
             ],
         )
 
     def _writes(self, writes: Sequence[tuple[str, Any]]) -> list[NewWrite]:
-        return [
-            NewWrite(WRITES_IDX_MAP.get(channel, idx), channel, self.serde.dumps_typed(value))
-            for idx, (channel, value) in enumerate(writes)
-        ]
+        made = []
+        for idx, (channel, value) in enumerate(writes):
+            typed = self.serde.dumps_typed(value)
+            # The messages as the write reads back (the reducer goes on to give the
+            # ones without an id theirs): what the entries must match.
+            messages = (
+                self.serde.loads_typed(typed) if self._plain and _is_message_write(value) else None
+            )
+            made.append(NewWrite(WRITES_IDX_MAP.get(channel, idx), channel, typed, messages))
+        return made
 
     @staticmethod
     def _query(config: RunnableConfig | None, before: RunnableConfig | None) -> CheckpointQuery:
