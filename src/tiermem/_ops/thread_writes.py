@@ -15,6 +15,10 @@ whose messages the channel's newest list this process stored holds already is
 stored as references at once. A write whose messages no list holds as they were
 written (one was changed on its way, the reducer dropped it, or the writes were
 made by another process) keeps its serialized value.
+
+A graph's input (the ``__start__`` channel's value, a dict of message lists) is
+kept so too: stored serialized with its checkpoint, it becomes references when the
+next checkpoint's lists hold its messages (checkpoints are stored in order).
 """
 
 from __future__ import annotations
@@ -35,10 +39,25 @@ from .._storage.database import Connection
 from ..checkpoints import StoredWrite
 from .known_lists import Known
 
-__all__ = ["WRITE_REFS", "KnownWrites", "Pending", "encode", "loaded", "refs_of", "rewrite"]
+__all__ = [
+    "VALUE_REFS",
+    "WRITE_REFS",
+    "KnownWrites",
+    "Pending",
+    "PendingValue",
+    "decode_value",
+    "encode",
+    "loaded",
+    "refs_of",
+    "rewrite",
+    "rewrite_values",
+    "value_refs",
+]
 
 #: The type of a pending write kept as references.
 WRITE_REFS = "tiermem:write-refs"
+#: The type of a channel value (a dict of message lists) kept as references.
+VALUE_REFS = "tiermem:value-refs"
 
 #: A message of a stored list: an entry id or the JSON kept in the list itself.
 Ref = int | str
@@ -55,6 +74,16 @@ class Pending:
     messages: Sequence[BaseMessage]
 
 
+@dataclass(frozen=True, slots=True)
+class PendingValue:
+    """A channel value that is a dict of message lists, as it reads back, waiting
+    for the next checkpoint's lists."""
+
+    channel: str
+    version: str
+    lists: Mapping[str, Sequence[BaseMessage]]
+
+
 class KnownWrites:
     """The message writes this process stored per (thread, namespace, checkpoint)
     that wait for the next checkpoint, and the lists of the checkpoints stored
@@ -66,8 +95,23 @@ class KnownWrites:
     def __init__(self, size: int = 256) -> None:
         self._pending: OrderedDict[tuple[str, str, str], list[Pending]] = OrderedDict()
         self._children: OrderedDict[tuple[str, str, str, str], Known] = OrderedDict()
+        self._values: OrderedDict[tuple[str, str, str], list[PendingValue]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
+
+    def hold_values(self, key: tuple[str, str, str], values: Sequence[PendingValue]) -> None:
+        """Note the values of checkpoint ``key`` that may become references."""
+        if not values:
+            return
+        with self._lock:
+            self._values[key] = list(values)
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
+
+    def take_values(self, key: tuple[str, str, str]) -> list[PendingValue]:
+        """The values of checkpoint ``key`` waiting for the next, forgotten here."""
+        with self._lock:
+            return self._values.pop(key, [])
 
     def take(self, key: tuple[str, str, str]) -> list[Pending]:
         """The writes waiting on checkpoint ``key``, forgotten here."""
@@ -177,16 +221,7 @@ def loaded(
     """``write`` with its messages, if it is kept as references (``texts``: the
     message JSON of each entry)."""
     items = _items(write)
-    if items is None:
-        return write
-    messages = []
-    for item in items:
-        ref = item["noid"] if isinstance(item, dict) else item
-        message = parse(texts[ref] if isinstance(ref, int) else ref)
-        if isinstance(item, dict):
-            message.id = None
-        messages.append(message)
-    return replace(write, messages=messages)
+    return write if items is None else replace(write, messages=_messages(items, texts, parse))
 
 
 def rewrite(
@@ -215,3 +250,63 @@ def rewrite(
                 "idx": write.idx,
             }
             sql.replace_write(conn, key, WRITE_REFS, value)
+
+
+def rewrite_values(
+    ctx: MemoryContext,
+    conn: Connection,
+    session_pk: int,
+    checkpoint_ns: str,
+    pending: Sequence[PendingValue],
+    lists: dict[str, Known],
+) -> None:
+    """Keep the values of ``pending`` whose messages the lists (by channel, of the
+    checkpoint after theirs) hold as references to their entries."""
+    max_chars = ctx.config.max_entry_chars
+    for value in pending:
+        encoded: dict[str, Any] = {}
+        for name, messages in value.lists.items():
+            listed = lists.get(name)
+            one = None
+            if listed is not None:
+                one = encode(messages, listed.messages, listed.refs, max_chars, listed.same)
+            if one is None:
+                break
+            encoded[name] = json.loads(one)["w"]
+        else:
+            row = {
+                "session_pk": session_pk,
+                "checkpoint_ns": checkpoint_ns,
+                "channel": value.channel,
+                "version": value.version,
+                "type": VALUE_REFS,
+                "value": json.dumps({"v": encoded}, separators=(",", ":")).encode(),
+            }
+            sql.replace_blob(conn, row)
+
+
+def value_refs(value: bytes) -> Iterator[Ref]:
+    """The refs a value kept as references holds."""
+    for items in json.loads(value)["v"].values():
+        for item in items:
+            yield item["noid"] if isinstance(item, dict) else item
+
+
+def decode_value(
+    value: bytes, texts: Mapping[int, str], parse: Callable[[str], BaseMessage]
+) -> dict[str, list[BaseMessage]]:
+    """A value kept as references, rebuilt (``texts``: each entry's message JSON)."""
+    return {name: _messages(items, texts, parse) for name, items in json.loads(value)["v"].items()}
+
+
+def _messages(
+    items: list[Any], texts: Mapping[int, str], parse: Callable[[str], BaseMessage]
+) -> list[BaseMessage]:
+    messages = []
+    for item in items:
+        ref = item["noid"] if isinstance(item, dict) else item
+        message = parse(texts[ref] if isinstance(ref, int) else ref)
+        if isinstance(item, dict):
+            message.id = None
+        messages.append(message)
+    return messages

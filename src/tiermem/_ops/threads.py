@@ -8,15 +8,9 @@ channel is stored as the ids appended since (a *delta* on that *base* version);
 every :data:`FULL_EVERY` links, and whenever the list changed otherwise (a message
 revised or removed), it is stored whole. A revised message (same id, new content)
 is a new entry, so every checkpoint reads back the revision it held.
-
-tiermem's own summary message (``is_summary_message``: the head a middleware puts
-in the state after compressing) is not a turn of the conversation: it is kept in
-the list row itself, as its JSON, and never appended as an entry, so the session's
-active entries are the messages the state shows after it.
-
-The pending writes that carry messages are stored as the saver serialized them
-and, once the next checkpoint's list holds those messages, as references to their
-entries (:mod:`tiermem._ops.thread_writes`).
+tiermem's summary message (``is_summary_message``, the head a middleware puts in
+the state) is no turn: the list row keeps its JSON, and it is never an entry.
+Writes and inputs of messages become references (:mod:`tiermem._ops.thread_writes`).
 """
 
 from __future__ import annotations
@@ -141,6 +135,7 @@ def put(ctx: MemoryContext, known: KnownLists, writes: KnownWrites, new: NewChec
     thread_id = validate_session_id(new.thread_id, "thread id")
     parent = None if new.parent_id is None else (thread_id, new.checkpoint_ns, new.parent_id)
     applied = [] if parent is None else writes.take(parent)
+    inputs = [] if parent is None else writes.take_values(parent)
     plans = [_plan(ctx, known, new, key, msgs) for key, msgs in new.messages.items()]
     unresolved: dict[tuple[str, int], BaseMessage] = {}
     for plan in plans:
@@ -183,11 +178,14 @@ def put(ctx: MemoryContext, known: KnownLists, writes: KnownWrites, new: NewChec
             lists[plan.channel] = Known.of(plan.version, plan.messages, refs, depth)
         if parent is not None:
             thread_writes.rewrite(ctx, conn, session_pk, parent, applied, lists)
+            thread_writes.rewrite_values(ctx, conn, session_pk, parent[1], inputs, lists)
         session[:] = [session_pk]
 
     yield from append_attached(ctx, thread_id, prepared, Attached(choose, after))
     for channel, listed in lists.items():
         known.set((thread_id, new.checkpoint_ns, channel), listed)
+    held = [thread_writes.PendingValue(*key, v) for key, v in new.value_messages.items()]
+    writes.hold_values((thread_id, new.checkpoint_ns, new.checkpoint_id), held)
     if parent is not None and lists:
         late = writes.settle(parent, lists)  # writes stored while this checkpoint was
         if late:
@@ -268,7 +266,11 @@ def read(
         wanted = {
             ref
             for item in loaded
-            for refs in [*item["lists"].values(), *thread_writes.refs_of(item["writes"])]
+            for refs in [
+                *item["lists"].values(),
+                *thread_writes.refs_of(item["writes"]),
+                *map(list, map(thread_writes.value_refs, item["inputs"].values())),
+            ]
             for ref in refs
             if isinstance(ref, int)
         }
@@ -294,6 +296,10 @@ def read(
                 values=item["values"],
                 messages=messages,
                 writes=writes,
+                value_messages={
+                    channel: thread_writes.decode_value(value, texts, _parse)
+                    for channel, value in item["inputs"].items()
+                },
             )
         )
     if query.checkpoint_id is None and query.before is None and query.limit == 1 and result:
@@ -340,7 +346,11 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
     lists: dict[str, list[Ref]] = {}
     depths: dict[str, int] = {}
     chains: dict[str, tuple[str, str]] = {}  # channel -> (version, root)
+    inputs: dict[str, bytes] = {}
     for channel, version, kind, value, root in sql.blob_rows(conn, session_pk, namespace, keys):
+        if kind == thread_writes.VALUE_REFS:
+            inputs[channel] = bytes(value)
+            continue
         if kind != REFS:
             values[channel] = (kind, bytes(value))
             continue
@@ -366,6 +376,7 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
         "metadata": (str(row[8]), bytes(row[9])),
         "values": values,
         "lists": lists,
+        "inputs": inputs,
         "depths": depths,
         "writes": [],
     }

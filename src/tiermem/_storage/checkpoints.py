@@ -370,7 +370,7 @@ def copy_thread_rows(
     the checkpoints copied."""
     copy_rows(conn, checkpoint_table, source_pk, target_pk)
     for table, column in ((write_table, W.type), (blob_table, B.type)):
-        plain = column.not_in([_REFS, _WRITE_REFS])
+        plain = column.not_in([_REFS, _WRITE_REFS, _VALUE_REFS])
         copy_rows(conn, table, source_pk, target_pk, plain)
         query = sa.select(table).where(table.c.session_pk == source_pk, ~plain)
         rows = []
@@ -379,6 +379,8 @@ def copy_thread_rows(
             for key in ("refs", "add", "w"):
                 if key in value:
                     value[key] = [_mapped(item, entry_ids) for item in value[key]]
+            for name, items in value.get("v", {}).items():
+                value["v"][name] = [_mapped(item, entry_ids) for item in items]
             encoded = json.dumps(value, separators=(",", ":")).encode()
             rows.append({**row, "session_pk": target_pk, "value": encoded})
         if rows:
@@ -399,6 +401,7 @@ def _mapped(item: Any, entry_ids: Mapping[int, int]) -> Any:
 #: and of a pending write held so (:mod:`tiermem._ops.thread_writes`).
 _REFS = "tiermem:refs"
 _WRITE_REFS = "tiermem:write-refs"
+_VALUE_REFS = "tiermem:value-refs"
 
 
 def replace_write(conn: Connection, key: Mapping[str, Any], kind: str, value: bytes) -> None:

@@ -121,6 +121,15 @@ def _is_message_write(value: object) -> bool:
     )
 
 
+def _is_message_input(value: object) -> bool:
+    """Whether a value is a dict of message lists (a graph's input, ``__start__``)."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(key, str) and _is_message_write(v) for key, v in value.items())
+    )
+
+
 def _thread(config: RunnableConfig) -> tuple[str, str, str | None]:
     configurable = config["configurable"]
     return (
@@ -214,6 +223,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
         versions = stripped.pop("channel_versions")  # kept once, as the row's versions
         blobs: dict[tuple[str, str], Typed | None] = {}
         messages: dict[tuple[str, str], list[BaseMessage]] = {}
+        inputs: dict[tuple[str, str], dict[str, list[BaseMessage]]] = {}
         for channel, version in new_versions.items():
             key = (channel, str(version))
             if channel not in values:
@@ -221,7 +231,9 @@ class TieredSaver(BaseCheckpointSaver[str]):
             elif self._plain and _is_message_list(values[channel]):
                 messages[key] = values[channel]
             else:
-                blobs[key] = self.serde.dumps_typed(values[channel])
+                typed = blobs[key] = self.serde.dumps_typed(values[channel])
+                if self._plain and _is_message_input(values[channel]):
+                    inputs[key] = self.serde.loads_typed(typed)  # as it reads back
         meta = get_checkpoint_metadata(config, metadata)
         run_id = meta.get("run_id")
         delta = meta.get("counters_since_delta_snapshot") or {}
@@ -237,6 +249,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
             values=blobs,
             messages=messages,
             delta_channels=frozenset(delta),
+            value_messages=inputs,
         )
 
     def _serialized(self, new: NewCheckpoint) -> NewCheckpoint:
@@ -249,6 +262,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
         checkpoint["channel_versions"] = stored.versions
         values = {channel: self.serde.loads_typed(v) for channel, v in stored.values.items()}
         values.update(stored.messages)
+        values.update(stored.value_messages)
         parent = (
             None
             if stored.parent_id is None
