@@ -187,20 +187,28 @@ def test_history_reads_back_the_written_messages(saver: TieredSaver) -> None:
     assert history(saver) == history(InMemorySaver())
 
 
-def test_update_state_edit_reaches_the_entries(saver: TieredSaver) -> None:
-    """A message edited through ``update_state`` is a new entry (a revision) of the
-    thread's session, which the middleware's context then shows."""
-    agent = _agent(saver, 4)
+@pytest.mark.parametrize("checkpointer", ["tiered", "in-memory"])
+def test_update_state_edit_reaches_the_entries(saver: TieredSaver, checkpointer: str) -> None:
+    """A message edited through ``update_state`` becomes a new entry (a revision)
+    of the thread's session, once: stored by ``TieredSaver`` with its checkpoint,
+    or by the middleware (from its own records) on another checkpointer; the
+    middleware's context then shows it."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    middleware = TieredMemoryMiddleware(saver.memory, trigger=("messages", 100))
+    model = ToolCallingFakeModel(messages=_script(3))
+    graph_saver = saver if checkpointer == "tiered" else InMemorySaver()
+    agent = create_agent(model, [lookup], middleware=[middleware], checkpointer=graph_saver)
     for turn in range(2):
         agent.invoke({"messages": [HumanMessage(f"Question number {turn}, please.")]}, CONFIG)
     edited = AIMessage("Turn 1 is answered, corrected.", id="ai_1_answer")
     agent.update_state(CONFIG, {"messages": [edited]})
+    agent.invoke({"messages": [HumanMessage("Question number 2, please.")]}, CONFIG)
     memory = saver.memory
-    revisions = [
-        e.message.content for e in memory.get_entries("one-store") if e.message.id == edited.id
-    ]
-    assert revisions == ["Turn 1 is answered.", "Turn 1 is answered, corrected."]
+    entries = memory.get_entries("one-store")
+    revisions = [e.message.content for e in entries if e.message.id == edited.id]
+    assert revisions == ["Turn 1 is answered.", edited.content]
+    assert len(entries) == len(_texts(3)) + 1
     state = agent.get_state(CONFIG).values["messages"]
     assert [m.content for m in state if m.id == edited.id] == [edited.content]
-    agent.invoke({"messages": [HumanMessage("Question number 2, please.")]}, CONFIG)
     assert edited.content in [m.content for m in memory.get_messages("one-store", query="")]

@@ -23,7 +23,14 @@ How a thread is kept (:mod:`tiermem.threads`):
   the list: every historical checkpoint reads back exactly the messages it held. A
   list tiermem cannot hold as entries (a message too large, content JSON cannot keep
   exactly, a tool result that answers no open call of the session, as after a fork
-  that re-ran a tool) is serialized as any other value instead.
+  that re-ran a tool) is serialized as any other value instead. tiermem's summary
+  message (the head ``TieredMemoryMiddleware`` puts in the state) is kept in the list
+  row, never as an entry.
+* **Writes and inputs.** A pending write that is a list of messages, and a graph's
+  input (``__start__``, a dict of message lists), hand tiermem their messages as
+  they read back: once the next checkpoint's list holds them, they are kept as
+  references to those entries (:meth:`tiermem.threads.Threads.put_writes`), so a
+  message's text is stored once.
 * **Other values** are serialized by the saver's ``serde``, one row per (channel,
   version), written only for ``new_versions`` (none for a channel left empty).
   Pending writes are keyed as LangGraph keys them (thread, namespace, checkpoint id,
