@@ -6,6 +6,7 @@ through ``update_state`` reach the entries. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Iterator
@@ -158,6 +159,25 @@ def test_tool_turns_store_each_message_once(saver: TieredSaver) -> None:
     state = agent.get_state(CONFIG).values["messages"]
     assert_provider_valid(state)
     assert is_summary_message(state[0])
+    assert _ids(state) == [e.message.id for e in memory.get_active_entries("one-store")]
+
+
+def test_async_tool_turns_store_each_message_once(saver: TieredSaver) -> None:
+    """The async hooks and saver methods store each message about once too."""
+    turns = 30
+    agent = _agent(saver, turns)
+
+    async def run() -> None:
+        for turn in range(turns):
+            question = HumanMessage(f"Question number {turn}, please.")
+            await agent.ainvoke({"messages": [question]}, CONFIG)
+
+    asyncio.run(run())
+    memory = saver.memory
+    copies = _copies(memory, _texts(turns))
+    assert copies <= 1.2, copies
+    assert len(memory.get_entries("one-store")) == len(_texts(turns))
+    state = agent.get_state(CONFIG).values["messages"]
     assert _ids(state) == [e.message.id for e in memory.get_active_entries("one-store")]
 
 
