@@ -6,7 +6,10 @@ the thread (a subgraph's checkpoints) belongs to that one session, so a message 
 subgraph shares with its parent is stored once. The checkpoints' message lists are
 entries of the session: appended in the checkpoint's transaction, counted, searched,
 compressed, exported and announced in the change feed as any other; other values
-are kept as the saver serialized them. Deleting the session deletes its checkpoints.
+are kept as the saver serialized them. Pending writes of messages and a graph's input
+(a dict of message lists) become references to those entries once the next
+checkpoint holds them, and tiermem's summary message is kept in the list, never as an
+entry. Deleting the session deletes its checkpoints.
 """
 
 from __future__ import annotations

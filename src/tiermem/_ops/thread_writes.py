@@ -9,12 +9,12 @@ rewritten, in the checkpoint's own transaction, as references: per message, the 
 of its entry (a message written without an id matches the one the reducer gave an
 id, and reads back without it), the JSON the list keeps a summary message as, or
 the JSON of a ``RemoveMessage``. It reads back as the same messages, and a
-message's text is then stored once, in its entry. Checkpoints may be stored before
-the writes that lead to them (LangGraph saves them in the background): a write
-whose messages the channel's newest list this process stored holds already is
-stored as references at once. A write whose messages no list holds as they were
-written (one was changed on its way, the reducer dropped it, or the writes were
-made by another process) keeps its serialized value.
+message's text is then stored once, in its entry. LangGraph stores checkpoints
+and writes in the background, so a write may come after the checkpoint that
+follows its own: it is then made references right after it is stored, in a
+transaction of its own. A write whose messages no list holds as they were written
+(one was changed on its way, the reducer dropped it, or the writes were made by
+another process) keeps its serialized value.
 
 A graph's input (the ``__start__`` channel's value, a dict of message lists) is
 kept so too: stored serialized with its checkpoint, it becomes references when the
@@ -37,6 +37,7 @@ from .._core.messages import serialize
 from .._storage import checkpoints as sql
 from .._storage.database import Connection
 from ..checkpoints import StoredWrite
+from ..errors import EntryTooLarge, InvalidContent
 from .known_lists import Known
 
 __all__ = [
@@ -170,7 +171,10 @@ def encode(
     items: list[Any] = []
     for message in messages:
         if isinstance(message, RemoveMessage):
-            items.append(serialize(message, max_chars=max_chars))
+            try:
+                items.append(serialize(message, max_chars=max_chars))
+            except (InvalidContent, EntryTooLarge):
+                return None  # kept as the saver serialized it
             continue
         if message.id is None:
             at = _idless(message, stored, used, same)
@@ -285,11 +289,10 @@ def rewrite_values(
             sql.replace_blob(conn, row)
 
 
-def value_refs(value: bytes) -> Iterator[Ref]:
+def value_refs(value: bytes) -> list[Ref]:
     """The refs a value kept as references holds."""
-    for items in json.loads(value)["v"].values():
-        for item in items:
-            yield item["noid"] if isinstance(item, dict) else item
+    lists: dict[str, list[Any]] = json.loads(value)["v"]
+    return [item["noid"] if isinstance(item, dict) else item for v in lists.values() for item in v]
 
 
 def decode_value(

@@ -269,7 +269,7 @@ def read(
             for refs in [
                 *item["lists"].values(),
                 *thread_writes.refs_of(item["writes"]),
-                *map(list, map(thread_writes.value_refs, item["inputs"].values())),
+                *map(thread_writes.value_refs, item["inputs"].values()),
             ]
             for ref in refs
             if isinstance(ref, int)
