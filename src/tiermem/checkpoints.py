@@ -42,6 +42,10 @@ class NewCheckpoint:
             serialized, or ``None`` for a channel left empty.
         messages: the channels written at this checkpoint that hold a message list,
             by (channel, version): each message is stored once as an entry.
+        value_messages: the values of ``values`` that are a dict of message lists
+            (a graph's input, ``__start__``), as they read back: once the next
+            checkpoint's lists hold those messages, such a value is kept as
+            references to their entries.
         delta_channels: the channels whose value is rebuilt from the pending writes
             of the checkpoint's ancestors back to one that stores it (LangGraph's
             ``DeltaChannel``): a prune that keeps this checkpoint keeps those.
@@ -58,26 +62,39 @@ class NewCheckpoint:
     values: Mapping[tuple[str, str], Typed | None] = field(default_factory=dict)
     messages: Mapping[tuple[str, str], Sequence[BaseMessage]] = field(default_factory=dict)
     delta_channels: frozenset[str] = frozenset()
+    value_messages: Mapping[tuple[str, str], Mapping[str, Sequence[BaseMessage]]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class NewWrite:
     """A pending write of a task: its index as LangGraph numbers it (negative for
-    the special channels), its channel and its serialized value."""
+    the special channels), its channel and its serialized value.
+
+    ``messages`` is the value as it reads back, when it is a list of messages: once
+    the next checkpoint's message list of that channel holds them, the write is
+    kept as references to their entries instead of its serialized value (so a
+    message's text is stored once, in its entry).
+    """
 
     idx: int
     channel: str
     value: Typed
+    messages: Sequence[BaseMessage] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StoredWrite:
-    """A stored pending write."""
+    """A stored pending write: its serialized ``value``, or, for a write kept as
+    references to entries, its ``messages`` (then ``value`` is tiermem's own
+    encoding of those references)."""
 
     task_id: str
     channel: str
     value: Typed
     task_path: str
+    messages: list[BaseMessage] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +106,8 @@ class StoredCheckpoint:
             message lists).
         messages: each message-list channel's messages, as they were at this
             checkpoint.
+        value_messages: the values kept as references (dicts of message lists,
+            see :class:`NewCheckpoint`), rebuilt.
         writes: the pending writes, in LangGraph's order (task path, task id, index).
     """
 
@@ -102,6 +121,7 @@ class StoredCheckpoint:
     values: dict[str, Typed]
     messages: dict[str, list[BaseMessage]]
     writes: list[StoredWrite]
+    value_messages: dict[str, dict[str, list[BaseMessage]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

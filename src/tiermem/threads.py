@@ -6,7 +6,10 @@ the thread (a subgraph's checkpoints) belongs to that one session, so a message 
 subgraph shares with its parent is stored once. The checkpoints' message lists are
 entries of the session: appended in the checkpoint's transaction, counted, searched,
 compressed, exported and announced in the change feed as any other; other values
-are kept as the saver serialized them. Deleting the session deletes its checkpoints.
+are kept as the saver serialized them. Pending writes of messages and a graph's input
+(a dict of message lists) become references to those entries once the next
+checkpoint holds them, and tiermem's summary message is kept in the list, never as an
+entry. Deleting the session deletes its checkpoints.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING
 from ._core.runner import arun, run
 from ._ops import threads as ops
 from ._ops.known_lists import KnownLists
+from ._ops.thread_writes import KnownWrites
 from .checkpoints import CheckpointQuery, NewCheckpoint, NewWrite, StoredCheckpoint
 
 if TYPE_CHECKING:
@@ -36,6 +40,7 @@ class Threads:
         self._memory = memory
         self._context = memory.context
         self._known = KnownLists()
+        self._writes = KnownWrites()
 
     @property
     def memory(self) -> ConversationMemory:
@@ -46,11 +51,11 @@ class Threads:
         """Store a checkpoint, its new values and its new messages in one transaction
         (``InvalidContent``/``EntryTooLarge`` for a message tiermem cannot hold
         exactly: nothing is written)."""
-        run(ops.put(self._context, self._known, checkpoint))
+        run(ops.put(self._context, self._known, self._writes, checkpoint))
 
     async def aput(self, checkpoint: NewCheckpoint) -> None:
         """Async :meth:`put`."""
-        await arun(ops.put(self._context, self._known, checkpoint))
+        await arun(ops.put(self._context, self._known, self._writes, checkpoint))
 
     def put_writes(
         self,
@@ -62,9 +67,18 @@ class Threads:
         writes: Sequence[NewWrite],
     ) -> None:
         """Store a task's pending writes to a checkpoint: a regular write stored
-        already is kept, a special one (negative index) replaced."""
+        already is kept, a special one (negative index) replaced. A write that
+        carries its ``messages`` is kept as references to their entries once the
+        next checkpoint's list holds them."""
         op = ops.put_writes(
-            self._context, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+            self._context,
+            self._writes,
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            task_id,
+            task_path,
+            writes,
         )
         run(op)
 
@@ -79,7 +93,14 @@ class Threads:
     ) -> None:
         """Async :meth:`put_writes`."""
         op = ops.put_writes(
-            self._context, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+            self._context,
+            self._writes,
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            task_id,
+            task_path,
+            writes,
         )
         await arun(op)
 

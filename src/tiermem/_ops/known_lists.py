@@ -24,12 +24,16 @@ class Known:
     version: str
     messages: tuple[BaseMessage, ...]
     contents: tuple[object, ...]
-    refs: tuple[int, ...]
+    refs: tuple[int | str, ...]
     depth: int
 
     @classmethod
     def of(
-        cls, version: str, messages: Sequence[BaseMessage], refs: Sequence[int], depth: int
+        cls,
+        version: str,
+        messages: Sequence[BaseMessage],
+        refs: Sequence[int | str],
+        depth: int,
     ) -> Known:
         """The list ``messages`` as it is now."""
         contents = tuple(m.content for m in messages)

@@ -8,6 +8,9 @@ channel is stored as the ids appended since (a *delta* on that *base* version);
 every :data:`FULL_EVERY` links, and whenever the list changed otherwise (a message
 revised or removed), it is stored whole. A revised message (same id, new content)
 is a new entry, so every checkpoint reads back the revision it held.
+tiermem's summary message (``is_summary_message``, the head a middleware puts in
+the state) is no turn: the list row keeps its JSON, and it is never an entry.
+Writes and inputs of messages become references (:mod:`tiermem._ops.thread_writes`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from langchain_core.messages import (
 )
 
 from .._core.context import MemoryContext
-from .._core.messages import deserialize, load_text, validate_session_id
+from .._core.messages import deserialize, load_text, serialize, validate_session_id
+from .._core.render import is_summary_message
 from .._core.runner import Op
 from .._storage import checkpoints as sql
 from .._storage import store
@@ -43,12 +47,15 @@ from ..checkpoints import (
 )
 from ..errors import InvalidArgument, StaleContext
 from ..types import MemoryEntry
+from . import thread_writes
 from .known_lists import Known, KnownLists
+from .thread_writes import KnownWrites
 from .write import Attached, append_attached, clear, prepare_messages
 
 __all__ = [
     "FULL_EVERY",
     "REFS",
+    "Ref",
     "copy_thread",
     "delete_runs",
     "delete_thread",
@@ -60,6 +67,9 @@ __all__ = [
 
 #: The type of a channel value that is a message list held as entry ids.
 REFS = "tiermem:refs"
+#: One message of a stored list: an entry id, or the JSON of a message kept in the
+#: list itself (tiermem's summary message, which is not an entry).
+Ref = int | str
 #: A message list is stored whole at least every this many versions of a chain, so
 #: reading one reads at most this many rows.
 FULL_EVERY = 32
@@ -75,27 +85,39 @@ class _ListPlan:
     channel: str
     version: str
     messages: Sequence[BaseMessage]
-    refs: list[int | None]  # None: resolved in the transaction
+    refs: list[Ref | None]  # None: resolved in the transaction
     base: Known | None  # a delta on this, if its row is still there
 
 
 def _plan(
-    known: KnownLists, new: NewCheckpoint, key: tuple[str, str], msgs: Sequence[BaseMessage]
+    ctx: MemoryContext,
+    known: KnownLists,
+    new: NewCheckpoint,
+    key: tuple[str, str],
+    msgs: Sequence[BaseMessage],
 ) -> _ListPlan:
     channel, version = key
     cached = known.get((new.thread_id, new.checkpoint_ns, channel))
     if cached is not None and cached.depth + 1 < FULL_EVERY and _extends(cached, msgs):
-        tail = [None] * (len(msgs) - len(cached.messages))
+        tail = [_inline(ctx, m) for m in msgs[len(cached.messages) :]]
         return _ListPlan(channel, version, msgs, [*cached.refs, *tail], cached)
     positions = {} if cached is None else {m.id: n for n, m in enumerate(cached.messages)}
-    refs: list[int | None] = []
+    refs: list[Ref | None] = []
     for message in msgs:
         at = positions.get(message.id)
         if cached is not None and at is not None and cached.same(at, message):
             refs.append(cached.refs[at])
         else:
-            refs.append(None)
+            refs.append(_inline(ctx, message))
     return _ListPlan(channel, version, msgs, refs, None)
+
+
+def _inline(ctx: MemoryContext, message: BaseMessage) -> str | None:
+    """The JSON a summary message is kept as in its list; ``None`` for a message
+    that is (or becomes) an entry."""
+    if is_summary_message(message):
+        return serialize(message, max_chars=ctx.config.max_entry_chars)
+    return None
 
 
 def _extends(cached: Known, messages: Sequence[BaseMessage]) -> bool:
@@ -107,11 +129,14 @@ def _extends(cached: Known, messages: Sequence[BaseMessage]) -> bool:
     )
 
 
-def put(ctx: MemoryContext, known: KnownLists, new: NewCheckpoint) -> Op[None]:
+def put(ctx: MemoryContext, known: KnownLists, writes: KnownWrites, new: NewCheckpoint) -> Op[None]:
     """Store a checkpoint, its new channel values and its new messages in one
-    transaction."""
+    transaction; the parent's message writes it holds become references."""
     thread_id = validate_session_id(new.thread_id, "thread id")
-    plans = [_plan(known, new, key, msgs) for key, msgs in new.messages.items()]
+    parent = None if new.parent_id is None else (thread_id, new.checkpoint_ns, new.parent_id)
+    applied = [] if parent is None else writes.take(parent)
+    inputs = [] if parent is None else writes.take_values(parent)
+    plans = [_plan(ctx, known, new, key, msgs) for key, msgs in new.messages.items()]
     unresolved: dict[tuple[str, int], BaseMessage] = {}
     for plan in plans:
         for position, ref in enumerate(plan.refs):
@@ -136,6 +161,9 @@ def put(ctx: MemoryContext, known: KnownLists, new: NewCheckpoint) -> Op[None]:
         chosen[:] = fresh.values()
         return list(chosen)
 
+    lists: dict[str, Known] = {}
+    session: list[int] = []
+
     def after(conn: Connection, session_pk: int, entries: list[MemoryEntry]) -> None:
         for entry, appended in zip(chosen, entries, strict=True):
             stored[(entry.message.id, entry.message_json)] = appended.id
@@ -144,13 +172,25 @@ def put(ctx: MemoryContext, known: KnownLists, new: NewCheckpoint) -> Op[None]:
             next(p for p in plans if p.channel == channel).refs[position] = entry_id
         _store_values(conn, session_pk, new, plans)
         sql.put_checkpoint(conn, _checkpoint_row(session_pk, new))
+        for plan in plans:
+            depth = 0 if plan.base is None else plan.base.depth + 1
+            refs = tuple(ref for ref in plan.refs if ref is not None)
+            lists[plan.channel] = Known.of(plan.version, plan.messages, refs, depth)
+        if parent is not None:
+            thread_writes.rewrite(ctx, conn, session_pk, parent, applied, lists)
+            thread_writes.rewrite_values(ctx, conn, session_pk, parent[1], inputs, lists)
+        session[:] = [session_pk]
 
     yield from append_attached(ctx, thread_id, prepared, Attached(choose, after))
-    for plan in plans:
-        depth = 0 if plan.base is None else plan.base.depth + 1
-        refs = tuple(ref for ref in plan.refs if ref is not None)
-        key = (thread_id, new.checkpoint_ns, plan.channel)
-        known.set(key, Known.of(plan.version, plan.messages, refs, depth))
+    for channel, listed in lists.items():
+        known.set((thread_id, new.checkpoint_ns, channel), listed)
+    held = [thread_writes.PendingValue(*key, v) for key, v in new.value_messages.items()]
+    writes.hold_values((thread_id, new.checkpoint_ns, new.checkpoint_id), held)
+    if parent is not None and lists:
+        late = writes.settle(parent, lists)  # writes stored while this checkpoint was
+        if late:
+            pk, rewrite = session[0], thread_writes.rewrite
+            yield from ctx.transact(lambda conn: rewrite(ctx, conn, pk, parent, late, lists))
 
 
 def _store_values(
@@ -223,15 +263,27 @@ def read(
         )
         loaded = [_load(conn, row) for row in rows]
         _attach_writes(conn, loaded)
-        wanted = {ref for item in loaded for refs in item["lists"].values() for ref in refs}
+        wanted = {
+            ref
+            for item in loaded
+            for refs in [
+                *item["lists"].values(),
+                *thread_writes.refs_of(item["writes"]),
+                *map(thread_writes.value_refs, item["inputs"].values()),
+            ]
+            for ref in refs
+            if isinstance(ref, int)
+        }
         return loaded, sql.entry_messages(conn, wanted)
 
     loaded, texts = yield from ctx.transact(work, write=False)
     result = []
     for item in loaded:
         messages = {
-            channel: [_parse(texts[ref]) for ref in refs] for channel, refs in item["lists"].items()
+            channel: [_parse(texts[ref] if isinstance(ref, int) else ref) for ref in refs]
+            for channel, refs in item["lists"].items()
         }
+        writes = [thread_writes.loaded(write, texts, _parse) for write in item["writes"]]
         result.append(
             StoredCheckpoint(
                 thread_id=item["thread_id"],
@@ -243,7 +295,11 @@ def read(
                 metadata=item["metadata"],
                 values=item["values"],
                 messages=messages,
-                writes=item["writes"],
+                writes=writes,
+                value_messages={
+                    channel: thread_writes.decode_value(value, texts, _parse)
+                    for channel, value in item["inputs"].items()
+                },
             )
         )
     if query.checkpoint_id is None and query.before is None and query.limit == 1 and result:
@@ -287,10 +343,14 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
     versions: dict[str, Version] = json.loads(versions_json)
     keys = [(channel, str(version)) for channel, version in versions.items()]
     values: dict[str, Typed] = {}
-    lists: dict[str, list[int]] = {}
+    lists: dict[str, list[Ref]] = {}
     depths: dict[str, int] = {}
     chains: dict[str, tuple[str, str]] = {}  # channel -> (version, root)
+    inputs: dict[str, bytes] = {}
     for channel, version, kind, value, root in sql.blob_rows(conn, session_pk, namespace, keys):
+        if kind == thread_writes.VALUE_REFS:
+            inputs[channel] = bytes(value)
+            continue
         if kind != REFS:
             values[channel] = (kind, bytes(value))
             continue
@@ -316,15 +376,16 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
         "metadata": (str(row[8]), bytes(row[9])),
         "values": values,
         "lists": lists,
+        "inputs": inputs,
         "depths": depths,
         "writes": [],
     }
 
 
-def _walk(links: dict[str, Any], version: str) -> tuple[list[int], int]:
-    """The entry ids of ``version``'s list, following its chain of deltas back to the
+def _walk(links: dict[str, Any], version: str) -> tuple[list[Ref], int]:
+    """The refs of ``version``'s list, following its chain of deltas back to the
     full list it starts from, and the number of links followed."""
-    tails: list[list[int]] = []
+    tails: list[list[Ref]] = []
     link = links[version]
     while "refs" not in link:
         tails.append(link["add"])
@@ -354,6 +415,7 @@ def _attach_writes(conn: Connection, loaded: list[dict[str, Any]]) -> None:
 
 def put_writes(
     ctx: MemoryContext,
+    known: KnownWrites,
     thread_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
@@ -361,9 +423,11 @@ def put_writes(
     task_path: str,
     writes: Sequence[NewWrite],
 ) -> Op[None]:
-    """Store a task's pending writes to a checkpoint (see ``sql.insert_writes``)."""
+    """Store a task's pending writes to a checkpoint (see ``sql.insert_writes``);
+    those of messages become references once the next checkpoint holds them."""
     validate_session_id(thread_id, "thread id")
     now = ctx.now()
+    owner: list[int] = []  # the session's pk
 
     def work(conn: Connection) -> None:
         session = store.get_session(
@@ -390,9 +454,21 @@ def put_writes(
             for write in writes
         ]
         sql.insert_writes(conn, rows)
+        owner[:] = [session.pk]
 
-    if writes:
-        yield from ctx.transact(work)
+    if not writes:
+        return
+    yield from ctx.transact(work)
+    pending = [
+        thread_writes.Pending(task_id, write.idx, write.channel, write.messages)
+        for write in writes
+        if write.messages is not None
+    ]
+    key = (thread_id, checkpoint_ns, checkpoint_id)
+    lists = known.arrive(key, pending) if pending else {}
+    if lists:  # the next checkpoint was stored first
+        rewrite = thread_writes.rewrite
+        yield from ctx.transact(lambda conn: rewrite(ctx, conn, owner[0], key, pending, lists))
 
 
 # --------------------------------------------------------------------------- removal

@@ -29,6 +29,7 @@ __all__ = [
     "insert_writes",
     "put_checkpoint",
     "replace_blob",
+    "replace_write",
     "thread_sessions",
     "write_rows",
 ]
@@ -368,23 +369,42 @@ def copy_thread_rows(
     message lists rewritten to the entries ``entry_ids`` maps theirs to; returns
     the checkpoints copied."""
     copy_rows(conn, checkpoint_table, source_pk, target_pk)
-    copy_rows(conn, write_table, source_pk, target_pk)
-    plain = B.type != _REFS
-    copy_rows(conn, blob_table, source_pk, target_pk, plain)
-    query = sa.select(blob_table).where(B.session_pk == source_pk, ~plain)
-    rows = []
-    for row in conn.execute(query).mappings():
-        value = json.loads(bytes(row["value"]))
-        for key in ("refs", "add"):
-            if key in value:
-                value[key] = [entry_ids[ref] for ref in value[key]]
-        encoded = json.dumps(value, separators=(",", ":")).encode()
-        rows.append({**row, "session_pk": target_pk, "value": encoded})
-    if rows:
-        conn.execute(sa.insert(blob_table), rows)
+    for table, column in ((write_table, W.type), (blob_table, B.type)):
+        plain = column.not_in([_REFS, _WRITE_REFS, _VALUE_REFS])
+        copy_rows(conn, table, source_pk, target_pk, plain)
+        query = sa.select(table).where(table.c.session_pk == source_pk, ~plain)
+        rows = []
+        for row in conn.execute(query).mappings():
+            value = json.loads(bytes(row["value"]))
+            for key in ("refs", "add", "w"):
+                if key in value:
+                    value[key] = [_mapped(item, entry_ids) for item in value[key]]
+            for name, items in value.get("v", {}).items():
+                value["v"][name] = [_mapped(item, entry_ids) for item in items]
+            encoded = json.dumps(value, separators=(",", ":")).encode()
+            rows.append({**row, "session_pk": target_pk, "value": encoded})
+        if rows:
+            conn.execute(sa.insert(table), rows)
     count = sa.select(sa.func.count()).where(C.session_pk == target_pk)
     return int(conn.execute(count).scalar_one())
 
 
-#: The type of a message list held as entry ids (see :mod:`tiermem._ops.threads`).
+def _mapped(item: Any, entry_ids: Mapping[int, int]) -> Any:
+    """A stored reference to an entry, pointed at its copy (a message kept inline,
+    a JSON string, stays as it is)."""
+    if isinstance(item, dict):
+        return {key: _mapped(value, entry_ids) for key, value in item.items()}
+    return entry_ids[item] if isinstance(item, int) else item
+
+
+#: The type of a message list held as entry ids (see :mod:`tiermem._ops.threads`),
+#: and of a pending write held so (:mod:`tiermem._ops.thread_writes`).
 _REFS = "tiermem:refs"
+_WRITE_REFS = "tiermem:write-refs"
+_VALUE_REFS = "tiermem:value-refs"
+
+
+def replace_write(conn: Connection, key: Mapping[str, Any], kind: str, value: bytes) -> None:
+    """Rewrite one pending write's value in place (its messages kept as references)."""
+    where = sa.and_(*(W[name] == value_ for name, value_ in key.items()))
+    conn.execute(sa.update(write_table).where(where).values(type=kind, value=value))

@@ -33,7 +33,7 @@ from ._policy import (
     should_compress,
     validate_context_size,
 )
-from ._recorded import RecordedIds
+from ._recorded import RecordedMessages
 
 __all__ = ["TieredMemoryMiddleware", "session_id_from_config"]
 
@@ -88,6 +88,18 @@ def _identity(message: BaseMessage) -> object:
     )
 
 
+def _same_content(recorded: object, content: object) -> bool:
+    """Whether a message's content is the one recorded (the same object, mostly)."""
+    return recorded is content or recorded == content
+
+
+def _unstored(revised: list[BaseMessage], entries: Sequence[MemoryEntry]) -> list[BaseMessage]:
+    """The revisions no entry of the session holds yet (``TieredSaver`` stores each
+    revision itself, when it stores the checkpoint that holds it)."""
+    stored = {(e.message.id, repr(e.message.content)) for e in entries}
+    return [m for m in revised if (m.id, repr(m.content)) not in stored]
+
+
 class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Records every agent message in tiermem and compresses losslessly.
 
@@ -108,13 +120,30 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     fitted to ``max_tokens``, an oversized one truncated with a marker
     (:mod:`tiermem_agents._context`).
 
+    The agent needs a checkpointer (the state it compresses is the thread's), and
+    ``tiermem_langgraph.TieredSaver`` is the one with which each message is stored
+    once. One store: with ``TieredMemoryMiddleware(saver.memory)`` and the default
+    ``session_key="thread_id"``, the middleware's session is the thread's session,
+    whose entries the saver stores (every namespace of the thread included). The
+    saver appends each message when it stores the checkpoint that holds it, so the
+    middleware's record finds it there by id and writes nothing (what it does
+    record first, as with ``durability="exit"``, the saver reuses: same id and
+    JSON); compression summarizes those entries, and the summary and kept messages
+    put in the state are what the next checkpoint holds: the summary in the list
+    row (never an entry), the kept messages as references to their entries. An edit
+    through ``update_state`` (same id, new content) is a new entry, a revision,
+    which the saver stores with its checkpoint; on another checkpointer the
+    middleware stores it, from its own record of the contents it stored. (A message
+    removed from the state stays an active entry: tiermem has no removal yet.)
+
     Example:
         ```python
+        saver = TieredSaver(mem)
         agent = create_agent(
             model,
             tools=[search, recall_tool(mem)],
             middleware=[TieredMemoryMiddleware(mem, trigger=("tokens", 4000))],
-            checkpointer=InMemorySaver(),
+            checkpointer=saver,
         )
         agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "t1"}})
         ```
@@ -177,7 +206,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.session_key = session_key
         self.token_counter: TokenCounter = token_counter or memory.counter.count_messages
         self.max_input_tokens = _profile_limit(model)
-        self._recorded = RecordedIds()
+        self._recorded = RecordedMessages()
         uses_fraction = any("fraction" in c for c in self._clauses) or self.keep[0] == "fraction"
         if uses_fraction and self.max_input_tokens is None:
             msg = (
@@ -201,14 +230,18 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """The session of the running agent invocation."""
         return session_id_from_config(get_config(), self.session_key)
 
-    def _pending(self, session_id: str, messages: Sequence[AnyMessage]) -> list[BaseMessage]:
-        """The state's messages not known to be stored, minus tiermem's summary.
+    def _pending(
+        self, session_id: str, messages: Sequence[AnyMessage]
+    ) -> tuple[list[BaseMessage], list[BaseMessage]]:
+        """The state's messages not known to be stored, minus tiermem's summary; and
+        the known ones whose content changed since (edits: revisions).
 
         Every message gets an id (as ``SummarizationMiddleware`` does), which is what
         makes recording idempotent.
         """
         known = self._recorded.known(session_id)
         pending: list[BaseMessage] = []
+        revised: list[BaseMessage] = []
         for message in messages:
             if is_summary_message(message):
                 continue
@@ -216,24 +249,36 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 message.id = str(uuid.uuid4())
             if message.id not in known:
                 pending.append(message)
-        return pending
+            elif not _same_content(known[message.id], message.content):
+                revised.append(message)
+        return pending, revised
 
-    def _remember(self, session_id: str, messages: Sequence[AnyMessage]) -> None:
+    def _remember(self, session_id: str, messages: Sequence[BaseMessage]) -> None:
         """Note that every message of the state is now stored."""
-        self._recorded.remember(session_id, (m.id for m in messages if m.id is not None))
+        self._recorded.remember(session_id, messages)
 
     def _record(self, session_id: str, messages: Sequence[AnyMessage]) -> None:
-        """Store the state's new messages (idempotent)."""
-        pending = self._pending(session_id, messages)
+        """Store the state's new messages and revisions (idempotent)."""
+        pending, revised = self._pending(session_id, messages)
         if pending:
             self.memory.add_messages(session_id, pending, skip_existing=True)
+        if revised:
+            entries = self.memory.get_entries(session_id)
+            revised = _unstored(revised, entries)
+        if revised:
+            self.memory.add_messages(session_id, revised)
         self._remember(session_id, messages)
 
     async def _arecord(self, session_id: str, messages: Sequence[AnyMessage]) -> None:
         """Async twin of :meth:`_record`."""
-        pending = self._pending(session_id, messages)
+        pending, revised = self._pending(session_id, messages)
         if pending:
             await self.memory.aadd_messages(session_id, pending, skip_existing=True)
+        if revised:
+            entries = await self.memory.aget_entries(session_id)
+            revised = _unstored(revised, entries)
+        if revised:
+            await self.memory.aadd_messages(session_id, revised)
         self._remember(session_id, messages)
 
     def _triggered(self, messages: Sequence[AnyMessage]) -> bool:
@@ -269,12 +314,15 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return HumanMessage(content=message.content, id=message.id, additional_kwargs=kwargs)
 
     def _replacement(
-        self, state: Sequence[AnyMessage], rendered: list[BaseMessage]
+        self, session_id: str, state: Sequence[AnyMessage], rendered: list[BaseMessage]
     ) -> dict[str, Any] | None:
-        """The state update that swaps the state for tiermem's context, if it differs."""
+        """The state update that swaps the state for tiermem's context, if it differs.
+        Its messages are noted as recorded: one shown truncated is no revision."""
         if [_identity(m) for m in state] == [_identity(m) for m in rendered]:
             return None
-        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *map(self._in_role, rendered)]}
+        replaced = list(map(self._in_role, rendered))
+        self._remember(session_id, replaced)
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *replaced]}
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the state; compress and replace it when the trigger is met.
@@ -304,7 +352,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         rendered = self.memory.get_messages(session_id, query="")
         context = self._context(rendered, self.memory.get_active_entries(session_id))
-        return self._replacement(messages, context)
+        return self._replacement(session_id, messages, context)
 
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
@@ -333,7 +381,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         rendered = await self.memory.aget_messages(session_id, query="")
         context = self._context(rendered, await self.memory.aget_active_entries(session_id))
-        return self._replacement(messages, context)
+        return self._replacement(session_id, messages, context)
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the model's answer as soon as it exists.

@@ -23,7 +23,14 @@ How a thread is kept (:mod:`tiermem.threads`):
   the list: every historical checkpoint reads back exactly the messages it held. A
   list tiermem cannot hold as entries (a message too large, content JSON cannot keep
   exactly, a tool result that answers no open call of the session, as after a fork
-  that re-ran a tool) is serialized as any other value instead.
+  that re-ran a tool) is serialized as any other value instead. tiermem's summary
+  message (the head ``TieredMemoryMiddleware`` puts in the state) is kept in the list
+  row, never as an entry.
+* **Writes and inputs.** A pending write that is a list of messages, and a graph's
+  input (``__start__``, a dict of message lists), hand tiermem their messages as
+  they read back: once the next checkpoint's list holds them, they are kept as
+  references to those entries (:meth:`tiermem.threads.Threads.put_writes`), so a
+  message's text is stored once.
 * **Other values** are serialized by the saver's ``serde``, one row per (channel,
   version), written only for ``new_versions`` (none for a channel left empty).
   Pending writes are keyed as LangGraph keys them (thread, namespace, checkpoint id,
@@ -59,6 +66,7 @@ from langchain_core.messages import (
     ChatMessage,
     FunctionMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -107,6 +115,25 @@ def _is_message_list(value: object) -> bool:
         isinstance(value, list)
         and bool(value)
         and all(type(m) in _MESSAGE_TYPES and isinstance(m.id, str) and m.id for m in value)
+    )
+
+
+def _is_message_write(value: object) -> bool:
+    """Whether a pending write is a list of messages (ids optional: the reducer gives
+    them) that may be kept as references to their entries."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(type(m) in _MESSAGE_TYPES or type(m) is RemoveMessage for m in value)
+    )
+
+
+def _is_message_input(value: object) -> bool:
+    """Whether a value is a dict of message lists (a graph's input, ``__start__``)."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(key, str) and _is_message_write(v) for key, v in value.items())
     )
 
 
@@ -203,6 +230,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
         versions = stripped.pop("channel_versions")  # kept once, as the row's versions
         blobs: dict[tuple[str, str], Typed | None] = {}
         messages: dict[tuple[str, str], list[BaseMessage]] = {}
+        inputs: dict[tuple[str, str], dict[str, list[BaseMessage]]] = {}
         for channel, version in new_versions.items():
             key = (channel, str(version))
             if channel not in values:
@@ -210,7 +238,9 @@ class TieredSaver(BaseCheckpointSaver[str]):
             elif self._plain and _is_message_list(values[channel]):
                 messages[key] = values[channel]
             else:
-                blobs[key] = self.serde.dumps_typed(values[channel])
+                typed = blobs[key] = self.serde.dumps_typed(values[channel])
+                if self._plain and _is_message_input(values[channel]):
+                    inputs[key] = self.serde.loads_typed(typed)  # as it reads back
         meta = get_checkpoint_metadata(config, metadata)
         run_id = meta.get("run_id")
         delta = meta.get("counters_since_delta_snapshot") or {}
@@ -226,6 +256,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
             values=blobs,
             messages=messages,
             delta_channels=frozenset(delta),
+            value_messages=inputs,
         )
 
     def _serialized(self, new: NewCheckpoint) -> NewCheckpoint:
@@ -238,6 +269,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
         checkpoint["channel_versions"] = stored.versions
         values = {channel: self.serde.loads_typed(v) for channel, v in stored.values.items()}
         values.update(stored.messages)
+        values.update(stored.value_messages)
         parent = (
             None
             if stored.parent_id is None
@@ -249,15 +281,26 @@ class TieredSaver(BaseCheckpointSaver[str]):
             metadata=self.serde.loads_typed(stored.metadata),
             parent_config=parent,
             pending_writes=[
-                (w.task_id, w.channel, self.serde.loads_typed(w.value)) for w in stored.writes
+                (
+                    w.task_id,
+                    w.channel,
+                    self.serde.loads_typed(w.value) if w.messages is None else w.messages,
+                )
+                for w in stored.writes
             ],
         )
 
     def _writes(self, writes: Sequence[tuple[str, Any]]) -> list[NewWrite]:
-        return [
-            NewWrite(WRITES_IDX_MAP.get(channel, idx), channel, self.serde.dumps_typed(value))
-            for idx, (channel, value) in enumerate(writes)
-        ]
+        made = []
+        for idx, (channel, value) in enumerate(writes):
+            typed = self.serde.dumps_typed(value)
+            # The messages as the write reads back (the reducer goes on to give the
+            # ones without an id theirs): what the entries must match.
+            messages = (
+                self.serde.loads_typed(typed) if self._plain and _is_message_write(value) else None
+            )
+            made.append(NewWrite(WRITES_IDX_MAP.get(channel, idx), channel, typed, messages))
+        return made
 
     @staticmethod
     def _query(config: RunnableConfig | None, before: RunnableConfig | None) -> CheckpointQuery:
