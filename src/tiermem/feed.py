@@ -66,7 +66,6 @@ deleted by ``prune_expired`` and ``tiermem events prune``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -81,7 +80,7 @@ from ._ops import feed as ops
 from ._storage import events
 from ._storage.database import Connection
 from .errors import InvalidArgument
-from .events import Event, Recorded
+from .events import Event, Recorded, load_payload
 
 __all__ = ["EVENT_VERSION", "ChangeEvent", "ChangeFeed"]
 
@@ -142,7 +141,7 @@ def _event(project: str, row: events.StoredEvent) -> ChangeEvent:
         kind=row.kind,
         project=project,
         session_id=row.session_id,
-        payload=json.loads(row.payload),
+        payload=load_payload(row.kind, row.payload),
         created_at=as_utc(row.created_at),
     )
 
