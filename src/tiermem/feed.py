@@ -62,6 +62,12 @@ names its signal.
 The feed is on by default (``MemoryConfig(change_feed=False)`` turns it off for
 a memory); events older than ``MemoryConfig.event_retention`` (7 days) are
 deleted by ``prune_expired`` and ``tiermem events prune``.
+
+What the feed costs a write is kept small: an ``entry:added`` event (one per stored
+message) is stored as the array of its payload's values and delivered as the
+object above, and the event table has one index, the delivery order's. Retention
+reads a project's events in that order, once per run, rather than have every write
+maintain an index on age (``tiermem db upgrade`` drops the one earlier versions made).
 """
 
 from __future__ import annotations

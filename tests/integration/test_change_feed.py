@@ -314,6 +314,23 @@ def test_retention(make_memory: MemoryFactory, clock: ManualClock) -> None:
     assert memory.feed.changes() == []
 
 
+def test_retention_finds_an_old_event_behind_a_newer_one(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """Retention deletes every event older than the cut-off, also one that comes in
+    the feed after an event stamped later (writers whose clocks differ), and keeps
+    the younger one before it."""
+    memory = make_memory(config=MemoryConfig(event_retention=timedelta(days=1)))
+    start = clock()
+    clock.set(start + timedelta(days=5))
+    memory.add_user_message("s", "stamped later")
+    clock.set(start)
+    memory.add_user_message("s", "stamped earlier, written after")
+    clock.set(start + timedelta(days=5, hours=12))
+    assert memory.feed.prune() == 1
+    assert [event.payload["seq"] for event in settled(memory)] == [1]
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
