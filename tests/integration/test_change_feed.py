@@ -479,3 +479,15 @@ def test_an_import_has_its_event(make_memory: MemoryFactory) -> None:
         ("copy", {"entries": 2, "summaries": 0, "overwrite": False}),
         ("copy", {"entries": 2, "summaries": 0, "overwrite": True}),
     ]
+
+
+def test_an_entry_event_reads_the_same_after_its_entry_is_gone(make_memory: MemoryFactory) -> None:
+    """An entry's event holds its payload's values itself: after the session is
+    cleared the event is delivered as before, content included when asked."""
+    memory = make_memory(config=MemoryConfig(event_content=True))
+    memory.add_messages("s", [HumanMessage("first"), HumanMessage("second")])
+    before = [event.payload for event in settled(memory) if event.kind == "entry:added"]
+    memory.clear_session("s")
+    after = [event.payload for event in settled(memory) if event.kind == "entry:added"]
+    assert after == before
+    assert [payload["content"] for payload in after] == ["first", "second"]
