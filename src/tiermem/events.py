@@ -17,7 +17,8 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from json.encoder import encode_basestring_ascii
+from typing import Any, cast
 
 from blinker import NamedSignal
 
@@ -43,12 +44,28 @@ __all__ = [
     "SessionCleared",
     "SessionImported",
     "TierChanged",
+    "load_payload",
 ]
 
 
 def _dump(payload: Mapping[str, Any]) -> str:
     """A payload as the feed stores it: compact JSON, keys sorted."""
     return json.dumps(payload, separators=(",", ":"), sort_keys=True)
+
+
+# A JSON string, as ``json.dumps`` writes it (ASCII, so a lone surrogate is escaped
+# rather than failing the write), without the encoder's per-call set-up.
+_text = encode_basestring_ascii
+
+
+def load_payload(kind: str, stored: str) -> dict[str, Any]:
+    """A stored payload as the feed delivers it: the JSON object, or an
+    ``entry:added`` event's stored array (:meth:`EntryAdded.parts`) made an object
+    again."""
+    payload = json.loads(stored)
+    if kind == EntryAdded.kind and isinstance(payload, list):
+        return EntryAdded.expand(payload)
+    return cast(dict[str, Any], payload)
 
 
 class Event(ABC):
@@ -104,18 +121,42 @@ class EntryAdded(Event):
 
     @staticmethod
     def parts(entry: MemoryEntry, content: bool) -> tuple[str, str]:
-        """The payload of ``entry``'s event split around the value of its ``entry_id``
-        (which is not read): an append writes ``head + str(id) + tail`` with the id
-        its insert gives, in the same statement."""
-        payload = EntryAdded.payload(entry, content)
-        payload["entry_id"] = 0
-        # One dump cut at the key: no string value can hold it, since a quote inside
-        # a JSON string is escaped.
-        head, _, tail = _dump(payload).partition('"entry_id":0')
-        return head + '"entry_id":', tail
+        """The stored payload of ``entry``'s event split around the value of its
+        ``entry_id`` (which is not read): an append writes ``head + str(id) + tail``
+        with the id its insert gives, in the same statement.
+
+        An append writes an event per entry, so its payload is stored as a JSON
+        array of the values alone (``[entry_id, seq, token_count, pinned, type,
+        role]``, then ``content`` when asked), not as an object that repeats every
+        key: :func:`load_payload` gives readers the object back.
+        """
+        tail = (
+            f",{entry.seq},{entry.token_count},{int(entry.pinned)},"
+            f"{_text(entry.type.value)},{_text(entry.role)}"
+        )
+        if content:
+            tail += "," + _text(entry.content)
+        return "[", tail + "]"
+
+    @staticmethod
+    def expand(values: list[Any]) -> dict[str, Any]:
+        """The payload of a stored array (see :meth:`parts`), keys in the order of
+        the object form's sorted JSON."""
+        entry_id, seq, token_count, pinned, kind, role, *content = values
+        payload: dict[str, Any] = {"content": content[0]} if content else {}
+        payload.update(
+            entry_id=entry_id,
+            pinned=bool(pinned),
+            role=role,
+            seq=seq,
+            token_count=token_count,
+            type=kind,
+        )
+        return payload
 
     def rows(self, content: bool) -> Iterator[NewEvent]:
-        yield NewEvent(self.kind, self.session_id, _dump(self.payload(self.entry, content)))
+        head, tail = self.parts(self.entry, content)
+        yield NewEvent(self.kind, self.session_id, f"{head}{self.entry.id}{tail}")
 
 
 @dataclass(frozen=True, slots=True)

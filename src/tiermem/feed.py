@@ -62,11 +62,16 @@ names its signal.
 The feed is on by default (``MemoryConfig(change_feed=False)`` turns it off for
 a memory); events older than ``MemoryConfig.event_retention`` (7 days) are
 deleted by ``prune_expired`` and ``tiermem events prune``.
+
+What the feed costs a write is kept small: an ``entry:added`` event (one per stored
+message) is stored as the array of its payload's values and delivered as the
+object above, and the event table has one index, the delivery order's. Retention
+reads a project's events in that order, once per run, rather than have every write
+maintain an index on age (``tiermem db upgrade`` drops the one earlier versions made).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -81,7 +86,7 @@ from ._ops import feed as ops
 from ._storage import events
 from ._storage.database import Connection
 from .errors import InvalidArgument
-from .events import Event, Recorded
+from .events import Event, Recorded, load_payload
 
 __all__ = ["EVENT_VERSION", "ChangeEvent", "ChangeFeed"]
 
@@ -142,7 +147,7 @@ def _event(project: str, row: events.StoredEvent) -> ChangeEvent:
         kind=row.kind,
         project=project,
         session_id=row.session_id,
-        payload=json.loads(row.payload),
+        payload=load_payload(row.kind, row.payload),
         created_at=as_utc(row.created_at),
     )
 

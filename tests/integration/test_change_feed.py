@@ -122,9 +122,10 @@ def test_content_only_when_asked(make_memory: MemoryFactory) -> None:
 def test_entry_events_are_written_with_their_entries(
     make_memory: MemoryFactory, clock: ManualClock, content: bool
 ) -> None:
-    """An append writes its entries' events with them, each payload exactly the JSON
-    of the entry with the id the insert gave it, in seq order after the tier change
-    it caused; on PostgreSQL in the entries' own INSERT statement."""
+    """An append writes its entries' events with them, each payload stored as the
+    JSON array of the entry's values with the id the insert gave it and delivered as
+    the object, in seq order after the tier change it caused; on PostgreSQL in the
+    entries' own INSERT statement."""
     memory = make_memory(config=MemoryConfig(event_content=content, auto_compress=False))
     memory.add_user_message("s", "first")
     clock.advance(days=10)
@@ -146,8 +147,9 @@ def test_entry_events_are_written_with_their_entries(
                 "SELECT kind, payload FROM tiermem_event WHERE kind = 'entry:added' ORDER BY id"
             )
         ).all()
-    expected = []
+    expected, delivered = [], []
     for entry in stored:
+        values = [entry.id, entry.seq, entry.token_count, 0, entry.type.value, entry.role]
         payload = {
             "entry_id": entry.id,
             "seq": entry.seq,
@@ -157,10 +159,14 @@ def test_entry_events_are_written_with_their_entries(
             "pinned": entry.pinned,
         }
         if content:
+            values.append(entry.content)
             payload["content"] = entry.content
-        expected.append(json.dumps(payload, separators=(",", ":"), sort_keys=True))
+        expected.append(json.dumps(values, separators=(",", ":")))
+        delivered.append(payload)
     assert [payload for _, payload in rows[1:]] == expected
-    kinds = [event.kind for event in settled(memory)]
+    events = settled(memory)
+    assert [event.payload for event in events[-len(texts) :]] == delivered
+    kinds = [event.kind for event in events]
     assert kinds[-len(texts) - 1 :] == ["tier_changed"] + ["entry:added"] * len(texts)
     if memory.engine.dialect.name == "postgresql":
         feed_inserts = [s for s in statements if "INSERT INTO tiermem_event" in s]
@@ -306,6 +312,23 @@ def test_retention(make_memory: MemoryFactory, clock: ManualClock) -> None:
     clock.advance(seconds=1)
     assert memory.feed.prune(timedelta(0)) == 1
     assert memory.feed.changes() == []
+
+
+def test_retention_finds_an_old_event_behind_a_newer_one(
+    make_memory: MemoryFactory, clock: ManualClock
+) -> None:
+    """Retention deletes every event older than the cut-off, also one that comes in
+    the feed after an event stamped later (writers whose clocks differ), and keeps
+    the younger one before it."""
+    memory = make_memory(config=MemoryConfig(event_retention=timedelta(days=1)))
+    start = clock()
+    clock.set(start + timedelta(days=5))
+    memory.add_user_message("s", "stamped later")
+    clock.set(start)
+    memory.add_user_message("s", "stamped earlier, written after")
+    clock.set(start + timedelta(days=5, hours=12))
+    assert memory.feed.prune() == 1
+    assert [event.payload["seq"] for event in settled(memory)] == [1]
 
 
 @pytest.mark.parametrize(
@@ -456,3 +479,15 @@ def test_an_import_has_its_event(make_memory: MemoryFactory) -> None:
         ("copy", {"entries": 2, "summaries": 0, "overwrite": False}),
         ("copy", {"entries": 2, "summaries": 0, "overwrite": True}),
     ]
+
+
+def test_an_entry_event_reads_the_same_after_its_entry_is_gone(make_memory: MemoryFactory) -> None:
+    """An entry's event holds its payload's values itself: after the session is
+    cleared the event is delivered as before, content included when asked."""
+    memory = make_memory(config=MemoryConfig(event_content=True))
+    memory.add_messages("s", [HumanMessage("first"), HumanMessage("second")])
+    before = [event.payload for event in settled(memory) if event.kind == "entry:added"]
+    memory.clear_session("s")
+    after = [event.payload for event in settled(memory) if event.kind == "entry:added"]
+    assert after == before
+    assert [payload["content"] for payload in after] == ["first", "second"]

@@ -22,6 +22,7 @@ from tiermem.events import (
     Pruned,
     Recorded,
     TierChanged,
+    load_payload,
 )
 from tiermem.types import EntryType, MemoryEntry
 
@@ -94,14 +95,27 @@ def test_signal_arguments_are_the_fields() -> None:
 
 def test_an_entry_payload_splits_around_its_id() -> None:
     """The head and tail an append writes around the id its insert gives make the
-    same JSON as the whole payload, with and without content."""
+    same stored payload as the event's row, which reads back as the whole payload,
+    with and without content."""
     entry = _entry(entry_id=1234)
     for content in (False, True):
         head, tail = EntryAdded.parts(_entry(entry_id=-1), content)
         (row,) = EntryAdded("s", entry).rows(content)
         assert f"{head}1234{tail}" == row.payload
-        assert json.loads(row.payload)["entry_id"] == 1234
-        assert ("content" in json.loads(row.payload)) is content
+        assert load_payload(row.kind, row.payload) == EntryAdded.payload(entry, content)
+
+
+def test_an_entry_payload_is_stored_as_its_values() -> None:
+    """An entry's event stores its values alone, not an object repeating each key,
+    and reads back as the object's JSON, keys sorted as before; a payload stored as
+    an object (by an earlier version) reads as it was."""
+    entry = dataclasses.replace(_entry(entry_id=7), pinned=True)
+    (row,) = EntryAdded("s", entry).rows(True)
+    whole = json.dumps(EntryAdded.payload(entry, True), separators=(",", ":"), sort_keys=True)
+    assert json.loads(row.payload) == [7, 3, 5, 1, "message", "user", 'say "hi" ü']
+    assert len(row.payload) < len(whole) - 40
+    assert json.dumps(load_payload(row.kind, row.payload), separators=(",", ":")) == whole
+    assert load_payload(row.kind, whole) == EntryAdded.payload(entry, True)
 
 
 @pytest.mark.parametrize(

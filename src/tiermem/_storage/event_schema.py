@@ -8,7 +8,10 @@
   PostgreSQL, only those whose ``xid`` is older than every transaction still
   running, so an event that commits later can never sort before one already
   delivered (a sequence hands out ids in call order, not commit order).
-  ``payload`` is the event's JSON.
+  ``payload`` is the event's JSON (an ``entry:added`` event's as an array of its
+  values: :meth:`tiermem.events.EntryAdded.parts`). Retention walks the position
+  index, and no index is kept on ``created_at`` (migration 0016 drops the one
+  earlier versions had).
 * ``tiermem_consumer``: the acknowledged position of each named consumer.
 
 On PostgreSQL a statement trigger sends ``NOTIFY tiermem_event`` when events are
@@ -50,10 +53,10 @@ class EventRow(SQLModel, table=True):
 
     __tablename__ = "tiermem_event"
     __table_args__ = (
-        # Readers walk a project in delivery order.
+        # Readers walk a project in delivery order, and so does retention: events
+        # are written about in the order of their age, so the oldest come first on
+        # this walk, and a second index on age would cost every change's write.
         sa.Index("ix_tiermem_event_position", "project", "xid", "id"),
-        # Retention deletes by age.
-        sa.Index("ix_tiermem_event_created", "project", "created_at"),
         {"sqlite_autoincrement": True},
     )
 

@@ -262,12 +262,17 @@ def acknowledge(conn: Connection, project: str, name: str, position: Position, n
 
 
 def prune(conn: Connection, project: str, before: Any, limit: int) -> int:
-    """Delete up to ``limit`` events of ``project`` created before ``before``, oldest
-    first; the number deleted."""
+    """Delete up to ``limit`` events of ``project`` created before ``before``, in
+    delivery order; the number deleted.
+
+    The walk follows the position index: events come in about the order of their
+    age, so the ones to delete are found first, and a batch that deletes fewer than
+    ``limit`` has read every event of the project once (an event stamped earlier
+    than one before it, by another process's clock, is still found)."""
     oldest = (
         sa.select(V.id)
         .where(V.project == project, V.created_at < before)
-        .order_by(V.created_at)
+        .order_by(V.xid, V.id)
         .limit(limit)
     )
     result = conn.execute(sa.delete(event_table).where(V.id.in_(oldest.scalar_subquery())))
