@@ -82,12 +82,12 @@ test-fast: install-tests
 	$(BIN)/python -m pytest -m "not slow" -q tests $(wildcard integrations/*/tests)
 
 ## test-slow: crash, kill and concurrency tests
-# The long state-machine runs get a process of their own: the crash and kill tests
-# before them leave worker threads and pools behind in the runner.
+# The long state-machine runs (independent programs, each in fresh files and schemas)
+# share two workers of their own, apart from the crash and kill tests.
 STATE_MACHINE := tests/property/test_state_machine.py
 test-slow: install-tests
 	$(BIN)/python -m pytest -m slow -q tests $(wildcard integrations/*/tests) --deselect $(STATE_MACHINE)
-	$(BIN)/python -m pytest -m slow -q $(STATE_MACHINE)
+	$(BIN)/python -m pytest -m slow -q -n 2 $(STATE_MACHINE)
 
 ## bench: every benchmark, one summary
 bench: install-tests

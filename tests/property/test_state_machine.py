@@ -983,6 +983,8 @@ def test_merges_match_model(backend: str) -> None:
     run_state_machine_as_test(MERGING[backend], settings=_settings(2, 15))
 
 
+# Long by design: 50 programs of 40 steps, each step checked against the model.
+@pytest.mark.timeout(1200)
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(MACHINES))
 def test_memory_matches_model_long(backend: str) -> None:
@@ -990,6 +992,8 @@ def test_memory_matches_model_long(backend: str) -> None:
     run_state_machine_as_test(MACHINES[backend], settings=_settings(50, 40))
 
 
+# Long by design: 50 programs of 40 steps, each step checked against the model.
+@pytest.mark.timeout(1200)
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(MERGING))
 def test_merges_match_model_long(backend: str) -> None:
