@@ -142,6 +142,7 @@ def _ids(messages: list[BaseMessage]) -> list[str | None]:
     return [m.id for m in messages if not is_summary_message(m)]
 
 
+@pytest.mark.slow  # the issue's 200 turns; the async twin below runs 30 in the fast suite
 def test_tool_turns_store_each_message_once(saver: TieredSaver) -> None:
     """200 tool-calling turns with compressions: about one copy per message, the
     summary is no entry, and the state shows the session's active entries."""
