@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain.agents.middleware.summarization import ContextSize
-from langchain.agents.middleware.types import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
@@ -24,6 +29,7 @@ from tiermem.errors import (
     SummarizationError,
 )
 
+from ._cache_marks import mark_summary
 from ._context import model_context
 from ._policy import (
     Trigger,
@@ -159,6 +165,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         token_counter: TokenCounter | None = None,
         model: BaseChatModel | None = None,
         summary_role: Literal["human", "system"] = "human",
+        cache_control: Mapping[str, Any] | None = None,
     ) -> None:
         """Create the middleware.
 
@@ -182,6 +189,11 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 (several providers refuse a system message after the first turn), or
                 ``"system"``, tiermem's own ``SystemMessage``. Either way
                 ``is_summary_message`` recognizes it and it is never stored back.
+            cache_control: For providers that take explicit prompt-cache
+                breakpoints, e.g. ``{"type": "ephemeral"}`` for Anthropic's: each
+                model request gets it on the summary message's last content block,
+                the end of the prefix that stays the same between compressions
+                (the agent state is not changed). ``None``: no mark.
 
         Raises:
             ValueError: On a malformed trigger or keep, or when a ``fraction`` is
@@ -203,6 +215,7 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             msg = f"summary_role must be 'human' or 'system', got {summary_role!r}"
             raise InvalidArgument(msg)
         self.summary_role = summary_role
+        self.cache_control = dict(cache_control) if cache_control is not None else None
         self.session_key = session_key
         self.token_counter: TokenCounter = token_counter or memory.counter.count_messages
         self.max_input_tokens = _profile_limit(model)
@@ -323,6 +336,27 @@ class TieredMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         replaced = list(map(self._in_role, rendered))
         self._remember(session_id, replaced)
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *replaced]}
+
+    def _marked(self, request: ModelRequest) -> ModelRequest:
+        """``request`` with the cache breakpoint on tiermem's summary, if asked for."""
+        if self.cache_control is None:
+            return request
+        marked = mark_summary(request.messages, self.cache_control)
+        return request if marked is None else request.override(messages=marked)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        """The model call, its request marked for the provider's prompt cache."""
+        return handler(self._marked(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """Async :meth:`wrap_model_call`."""
+        return await handler(self._marked(request))
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the state; compress and replace it when the trigger is met.

@@ -224,3 +224,30 @@ def test_summary_role_is_checked(memory: ConversationMemory) -> None:
     """An unknown summary_role is refused at construction."""
     with pytest.raises(InvalidArgument, match="summary_role"):
         TieredMemoryMiddleware(memory, summary_role="assistant")  # type: ignore[arg-type]
+
+
+def test_cache_control_marks_the_end_of_the_stable_prefix(
+    memory: ConversationMemory, lookup_tool: BaseTool
+) -> None:
+    """With ``cache_control``, every request that holds tiermem's summary carries the
+    breakpoint on the summary's last content block and nowhere else; the state and the
+    stored entries never do. Without it, requests are as before."""
+    mark = {"type": "ephemeral"}
+    middleware = TieredMemoryMiddleware(
+        memory, trigger=("messages", 10), keep=("messages", 3), cache_control=mark
+    )
+    model = _drive(memory, lookup_tool, 12, middleware)
+    heads = [request[0] for request in model.requests if is_summary_message(request[0])]
+    assert heads
+    for head in heads:
+        assert isinstance(head.content, list)
+        last = head.content[-1]
+        assert isinstance(last, dict) and last["cache_control"] == mark
+        assert str(last["text"]).startswith("Summary of the earlier conversation")
+    for request in model.requests:
+        assert all(isinstance(m.content, str) or m is request[0] for m in request)
+    state = memory.get_messages("thread-1", query="")
+    assert not any("cache_control" in str(m.content) for m in state)
+    plain = TieredMemoryMiddleware(memory, trigger=("messages", 10), keep=("messages", 3))
+    model = _drive(memory, lookup_tool, 12, plain, config={"configurable": {"thread_id": "t2"}})
+    assert all(isinstance(request[0].content, str) for request in model.requests)
