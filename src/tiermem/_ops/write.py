@@ -260,10 +260,11 @@ def _store(
         new_claim_token(),
     )
     # The append may take the compression claim: a cancelled caller releases it.
-    return (yield from releasing_claim(ctx, session_id, append.token, _commit(ctx, append)))
+    op = _append_then_compress(ctx, append)
+    return (yield from releasing_claim(ctx, session_id, append.token, op))
 
 
-def _commit(ctx: MemoryContext, append: _Append) -> Op[Stored]:
+def _append_then_compress(ctx: MemoryContext, append: _Append) -> Op[Stored]:
     """The append's transaction, then its signals, its embeddings queued and the
     compression it triggered."""
     written = yield from ctx.transact(lambda conn: _write(ctx, conn, append))
@@ -366,7 +367,7 @@ def _record_access(
     feed.record(ctx, conn, pending)
     if append.attached is not None:
         append.attached.after(conn, session.pk, [])
-    return _then(ctx, conn, append, [], session, pending, plan=False)
+    return _finish(ctx, conn, append, [], session, pending, plan=False)
 
 
 def _add_entries(
@@ -389,12 +390,12 @@ def _add_entries(
         append.attached.after(conn, reserved.pk, entries)
     # Their events were written with them.
     pending += [EntryAdded(append.session_id, entry) for entry in entries]
-    written = _then(ctx, conn, append, entries, counters, pending, plan=True)
+    written = _finish(ctx, conn, append, entries, counters, pending, plan=True)
     _failpoints.hit("append.before_commit")
     return written
 
 
-def _then(
+def _finish(
     ctx: MemoryContext,
     conn: Connection,
     append: _Append,
@@ -404,9 +405,9 @@ def _then(
     *,
     plan: bool,
 ) -> _Written:
-    """What follows the append in its transaction: whether a compression follows
-    the commit (asked once), its first round planned here when ``plan``, and the
-    window read, unless a compression running before the call returns changes it."""
+    """End the append's transaction: ask once whether a compression follows the
+    commit, plan its first round here when ``plan``, and read the window unless a
+    compression that runs before the call returns will change it."""
     compress = compression_wanted(ctx, counters, append.now)
     compresses_now = compress and not ctx.config.background
     planned = None
