@@ -29,7 +29,7 @@ from ._core.messages import validate_session_id
 from ._core.render import SUMMARY_HEADER
 from ._core.runner import arun, run
 from ._ops import compress as compressing
-from ._ops import read, transfer, write
+from ._ops import read, transfer, turn, write
 from ._storage.database import Database
 from .documents import DocumentStore
 from .errors import InvalidArgument
@@ -265,14 +265,15 @@ class ConversationMemory:
     ) -> list[MemoryEntry]:
         """Store several messages in one transaction: all or none. ``skip_existing`` skips
         messages whose ``id`` the session holds (resuming never duplicates)."""
-        return run(write.add_messages(self._context, session_id, list(messages), skip_existing))[0]
+        op = write.add_messages(self._context, session_id, list(messages), skip_existing)
+        return run(op).entries
 
     async def aadd_messages(
         self, session_id: str, messages: Iterable[BaseMessage], *, skip_existing: bool = False
     ) -> list[MemoryEntry]:
         """Async :meth:`add_messages`."""
         op = write.add_messages(self._context, session_id, list(messages), skip_existing)
-        return (await arun(op))[0]
+        return (await arun(op)).entries
 
     def add_and_get_messages(
         self,
@@ -298,7 +299,7 @@ class ConversationMemory:
                 after the compression they triggered failed (do not add them again).
         """
         expect = write.Expected(expected_version, expected_last_id)
-        op = write.add_turn(self._context, session_id, list(messages), skip_existing, expect, query)
+        op = turn.add_turn(self._context, session_id, list(messages), skip_existing, expect, query)
         return run(op)
 
     async def aadd_and_get_messages(
@@ -313,7 +314,7 @@ class ConversationMemory:
     ) -> ContextMessages:
         """Async :meth:`add_and_get_messages`."""
         expect = write.Expected(expected_version, expected_last_id)
-        op = write.add_turn(self._context, session_id, list(messages), skip_existing, expect, query)
+        op = turn.add_turn(self._context, session_id, list(messages), skip_existing, expect, query)
         return await arun(op)
 
     def add_user_message(self, session_id: str, text: str, **metadata: Any) -> MemoryEntry:

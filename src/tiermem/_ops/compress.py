@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .._compression.policy import (
     conversation_lines,
@@ -54,10 +54,11 @@ from ..types import CompressionResult, MemoryEntry, MemorySummary
 from . import feed
 
 __all__ = [
+    "Outcome",
     "Planned",
     "auto_compress",
     "compress",
-    "compression_due",
+    "compression_wanted",
     "new_claim_token",
     "plan_compression",
     "releasing_claim",
@@ -79,6 +80,24 @@ class Planned:
     token: str
     chosen: list[MemoryEntry]
     counters: SessionRecord
+
+
+class Outcome(NamedTuple):
+    """What a compression did: its result (``None``: nothing was compressed, or it
+    was queued) and the window ``get_messages`` shows, when asked for, read in the
+    last commit (``None`` when that commit left more to do or none happened)."""
+
+    result: CompressionResult | None
+    window: MessageWindow | None
+
+
+class _Round(NamedTuple):
+    """One committed round: its result, the counters it left, and the window read
+    in its commit (see :class:`Outcome`)."""
+
+    result: CompressionResult
+    counters: SessionRecord
+    window: MessageWindow | None
 
 
 def _context_tokens(ctx: MemoryContext, session: SessionRecord) -> int:
@@ -130,7 +149,7 @@ def _blocked(ctx: MemoryContext, session: SessionRecord, now: datetime) -> bool:
     )
 
 
-def _compression_wanted(ctx: MemoryContext, counters: SessionRecord, now: datetime) -> bool:
+def compression_wanted(ctx: MemoryContext, counters: SessionRecord, now: datetime) -> bool:
     """Whether an append that left these counters triggers automatic compression:
     over budget, something to reduce (else wait for more entries), no backoff or
     live claim in the way."""
@@ -142,62 +161,63 @@ def _compression_wanted(ctx: MemoryContext, counters: SessionRecord, now: dateti
     )
 
 
-def compression_due(ctx: MemoryContext, counters: SessionRecord, now: datetime) -> bool:
-    """Whether such an append compresses before it returns (not in background)."""
-    return not ctx.config.background and _compression_wanted(ctx, counters, now)
-
-
 def auto_compress(
-    ctx: MemoryContext,
-    session_id: str,
-    counters: SessionRecord,
-    window_sink: list[MessageWindow] | None = None,
-    planned: Planned | None = None,
-) -> Op[None]:
-    """Compress after an append that left ``counters``, if wanted. With a
-    ``window_sink``, the last commit also reads what ``get_messages`` shows
-    into it (when no further round follows), saving the caller a transaction.
-    ``planned`` is the first round's plan when the append made it."""
+    ctx: MemoryContext, session_id: str, planned: Planned | None, *, with_window: bool
+) -> Op[Outcome]:
+    """The compression an append triggers once :func:`compression_wanted` said so:
+    queued in background mode, else run from ``planned`` (the first round's plan,
+    when the append made it). ``with_window``: the last commit also reads what
+    ``get_messages`` shows (when no further round follows), saving the caller a
+    transaction."""
     try:
-        if planned is None and not _compression_wanted(ctx, counters, ctx.now()):
-            return
         if ctx.config.background:
             ctx.background.submit(session_id, partial(_compress_in_background, ctx, session_id))
-            return
-        yield from compress(
-            ctx,
-            session_id,
-            force=False,
-            keep=None,
-            auto=True,
-            window_sink=window_sink,
-            planned=planned,
+            return Outcome(None, None)
+        return (
+            yield from _compress(
+                ctx,
+                session_id,
+                force=False,
+                keep=None,
+                auto=True,
+                with_window=with_window,
+                planned=planned,
+            )
         )
     except Exception as exc:
-        if window_sink is not None:
-            # Read in a commit that then failed: it shows what was rolled back.
-            window_sink.clear()
         # The append already committed; a failed compression is reported by the
         # compression_failed signal and the log, never by failing the add (a
         # caller would retry it and store the message twice).
         _log_after_commit("automatic compression", session_id, exc)
+        return Outcome(None, None)
 
 
 def compress(
+    ctx: MemoryContext, session_id: str, *, force: bool, keep: int | None, auto: bool = False
+) -> Op[CompressionResult | None]:
+    """Summarize the oldest active entries (see ``ConversationMemory.compress``);
+    ``auto`` for the compression an append triggers."""
+    outcome = yield from _compress(
+        ctx, session_id, force=force, keep=keep, auto=auto, with_window=False, planned=None
+    )
+    return outcome.result
+
+
+def _compress(
     ctx: MemoryContext,
     session_id: str,
     *,
     force: bool,
     keep: int | None,
-    auto: bool = False,
-    window_sink: list[MessageWindow] | None = None,
-    planned: Planned | None = None,
-) -> Op[CompressionResult | None]:
-    """Summarize the oldest active entries (see ``ConversationMemory.compress``);
-    ``auto`` for the compression an append triggers."""
+    auto: bool,
+    with_window: bool,
+    planned: Planned | None,
+) -> Op[Outcome]:
+    """The rounds of a compression (see :func:`compress`), and what they did."""
     validate_session_id(session_id)
     check_optional_int("keep", keep)
     result: CompressionResult | None = None
+    shown: MessageWindow | None = None
     window = ctx.config.recent_window if keep is None else keep
     for _ in range(_MAX_ROUNDS):
         try:
@@ -207,11 +227,11 @@ def compress(
                 force=force,
                 keep=window,
                 auto=auto,
-                window_sink=window_sink,
+                with_window=with_window,
                 planned=planned,
             )
             if step is not None:
-                result, counters = step
+                result, counters, shown = step
             elif planned is not None:  # nothing to take: the append's counters stand
                 counters = planned.counters
             else:
@@ -224,17 +244,15 @@ def compress(
             planned = None  # only the first round was planned by the append
             over = _over_budget(ctx, counters)
             if _mergeable(ctx, counters) or (over and counters.summary_count >= 2):
-                merged = yield from _merge_once(ctx, session_id, counters, window_sink)
+                merged = yield from _merge_once(ctx, session_id, counters, with_window)
                 if merged is not None:
-                    result, counters = merged
+                    result, counters, shown = merged
                     over = _over_budget(ctx, counters)
         except Exception as exc:
             if result is None:
                 raise
             # A round committed, so this call succeeded: a later failure (signalled,
             # its claim released) must not report it as failed.
-            if window_sink is not None:
-                window_sink.clear()  # read in the transaction that was rolled back
             _log_after_commit("further compression", session_id, exc)
             break
         if not over or keep is not None:
@@ -247,7 +265,7 @@ def compress(
                 break
             window = max(window // 2, 1)
         force = True
-    return result
+    return Outcome(result, shown)
 
 
 def _read_counters(ctx: MemoryContext, conn: Connection, session_id: str) -> SessionRecord | None:
@@ -259,28 +277,8 @@ def _read_counters(ctx: MemoryContext, conn: Connection, session_id: str) -> Ses
 
 def _settled(ctx: MemoryContext, counters: SessionRecord) -> bool:
     """Whether a commit that left ``counters`` ends an automatic compression:
-    within budget and no merge due (see the loop of :func:`compress`)."""
+    within budget and no merge due (see the loop of :func:`_compress`)."""
     return not _over_budget(ctx, counters) and not _mergeable(ctx, counters)
-
-
-def _then_read(
-    ctx: MemoryContext,
-    window_sink: list[MessageWindow] | None,
-    work: Callable[[Connection], tuple[MemorySummary, SessionRecord]],
-) -> Callable[[Connection], tuple[MemorySummary, SessionRecord]]:
-    """``work``, followed in its transaction by the window read into
-    ``window_sink`` when the counters it returns settle the compression."""
-    if window_sink is None:
-        return work
-
-    def work_then_read(conn: Connection) -> tuple[MemorySummary, SessionRecord]:
-        summary, counters = work(conn)
-        window_sink.clear()
-        if _settled(ctx, counters):
-            window_sink.append(store.read_message_window(conn, counters))
-        return summary, counters
-
-    return work_then_read
 
 
 def plan_compression(
@@ -318,9 +316,9 @@ def _compress_once(
     force: bool,
     keep: int | None,
     auto: bool,
-    window_sink: list[MessageWindow] | None = None,
-    planned: Planned | None = None,
-) -> Op[tuple[CompressionResult, SessionRecord] | None]:
+    with_window: bool,
+    planned: Planned | None,
+) -> Op[_Round | None]:
     if planned is None:
         now, token = ctx.now(), new_claim_token()
 
@@ -350,9 +348,10 @@ def _compress_once(
         original,
         lambda quote: heuristic_summary(taken, quote=quote),
     )
-    write = _then_read(
+    done, pending = yield from _commit(
         ctx,
-        window_sink,
+        session_id,
+        token,
         lambda conn: summaries.commit_summary(
             conn,
             store.get_session(conn, ctx.project, session_id),
@@ -362,21 +361,20 @@ def _compress_once(
             tokens,
             ctx.now(),
         ),
-    )
-    result, counters, pending = yield from _commit(
-        ctx, session_id, token, write, lambda s, c: _result(session_id, s, len(taken), before, c)
+        lambda s, c: _result(session_id, s, len(taken), before, c),
+        with_window,
     )
     _failpoints.hit("compress.after_commit_before_signal")
     yield from ctx.emit(pending)
-    return result, counters
+    return done
 
 
 def _merge_once(
     ctx: MemoryContext,
     session_id: str,
     counters: SessionRecord,
-    window_sink: list[MessageWindow] | None = None,
-) -> Op[tuple[CompressionResult, SessionRecord] | None]:
+    with_window: bool,
+) -> Op[_Round | None]:
     """Summarize the top-level summaries into one higher-level summary."""
     now, token = ctx.now(), new_claim_token()
 
@@ -410,9 +408,10 @@ def _merge_once(
         return None  # the unmerged summaries stay valid; the failure was signalled
     before = counters.context_tokens
     try:
-        write = _then_read(
+        done, pending = yield from _commit(
             ctx,
-            window_sink,
+            session_id,
+            token,
             lambda conn: summaries.commit_merge(
                 conn,
                 store.get_session(conn, ctx.project, session_id),
@@ -422,24 +421,17 @@ def _merge_once(
                 tokens,
                 ctx.now(),
             ),
-        )
-        result, after, pending = yield from _commit(
-            ctx,
-            session_id,
-            token,
-            write,
             lambda s, c: _result(session_id, s, 0, before, c, merged=len(children)),
+            with_window,
         )
     except TiermemError as exc:
         # As when planning or the model fails: the compression before this merge
         # is committed, so the call must not report a failure; the unmerged
         # summaries stay valid and the claim was released.
-        if window_sink is not None:
-            window_sink.clear()  # read in the transaction that was rolled back
         logger.log(exc.log_level, "summary merge of %r failed: %s", session_id, exc)
         return None
     yield from ctx.emit(pending)
-    return result, after
+    return done
 
 
 def _summarize(
@@ -538,17 +530,22 @@ def _commit(
     token: str,
     work: Callable[[Connection], Written],
     describe: Callable[[MemorySummary, SessionRecord], CompressionResult],
-) -> Op[tuple[CompressionResult, SessionRecord, list[Event]]]:
+    with_window: bool,
+) -> Op[tuple[_Round, list[Event]]]:
     """Run ``work`` (store the summary) with its ``compressed`` event in one
-    transaction; the result, the session's counters and the signal to send."""
+    transaction, reading the window there too (``with_window``) when the counters
+    it leaves settle the compression; the round and the signal to send."""
 
-    def guarded(conn: Connection) -> tuple[CompressionResult, SessionRecord, list[Event]]:
+    def guarded(conn: Connection) -> tuple[_Round, list[Event]]:
         summary, counters = work(conn)
+        shown = None
+        if with_window and _settled(ctx, counters):
+            shown = store.read_message_window(conn, counters)
         result = describe(summary, counters)
         pending: list[Event] = [Compressed(session_id, result)]
         feed.record(ctx, conn, pending)
         _failpoints.hit("compress.before_commit")
-        return result, counters, pending
+        return _Round(result, counters, shown), pending
 
     try:
         return (yield from ctx.transact(guarded))

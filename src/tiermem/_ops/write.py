@@ -1,5 +1,6 @@
-"""Writing operations: appends (one message, several, a model turn, tool results,
-context) and clearing a session.
+"""Writing operations: appends (one message, several, tool results, context) and
+clearing a session (the turn, an append that reads the next context, is
+:mod:`tiermem._ops.turn`).
 
 An append validates, serializes and counts its messages before any transaction
 opens, then writes them in one transaction that also records the access; when the
@@ -13,7 +14,8 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -33,39 +35,32 @@ from .._storage import cascade, store
 from .._storage import failpoints as _failpoints
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
-from ..errors import (
-    BudgetExceeded,
-    ContextReadFailed,
-    InvalidContent,
-    SessionNotFound,
-    TiermemError,
-)
+from .._storage.store import MessageWindow
+from ..errors import BudgetExceeded, InvalidContent, SessionNotFound
 from ..events import EntryAdded, Event, SessionCleared
-from ..types import ContextMessages, EntryType, MemoryEntry
+from ..types import EntryType, MemoryEntry
 from . import feed
 from .compress import (
     Planned,
     auto_compress,
-    compression_due,
+    compression_wanted,
     new_claim_token,
     plan_compression,
     releasing_claim,
 )
 from .embed import queue_entries
 from .expectation import Expected
-from .read import MessageWindow, message_window, render_window
-from .recall import check_query
 
 __all__ = [
     "Attached",
     "Expected",
+    "Stored",
     "add_context",
     "add_message",
     "add_messages",
     "add_text",
     "add_tool_call",
     "add_tool_result",
-    "add_turn",
     "append_attached",
     "clear",
     "prepare_messages",
@@ -177,19 +172,17 @@ def append_attached(
     """Append what ``attached.choose`` keeps of ``prepared`` and run
     ``attached.after``, all in one transaction (as any append: counted, indexed,
     announced in the change feed, compressed when due); the entries stored."""
-    entries, _ = yield from _store(
+    stored = yield from _store(
         ctx, session_id, prepared, skip_existing=False, with_window=False, attached=attached
     )
-    return entries
+    return stored.entries
 
 
 def _append(
     ctx: MemoryContext, session_id: str, prepared: Sequence[store.NewEntry]
 ) -> Op[MemoryEntry]:
-    entries, _ = yield from _store(
-        ctx, session_id, prepared, skip_existing=False, with_window=False
-    )
-    return entries[0]
+    stored = yield from _store(ctx, session_id, prepared, skip_existing=False, with_window=False)
+    return stored.entries[0]
 
 
 def _check_pinned(ctx: MemoryContext, tokens: int) -> None:
@@ -205,6 +198,41 @@ def _check_pinned(ctx: MemoryContext, tokens: int) -> None:
 _NOTHING_EXPECTED = Expected()
 
 
+class Stored(NamedTuple):
+    """What an append stored, and the window ``get_messages`` shows when asked for
+    (``None``: not asked, or not read on the way: the caller reads it)."""
+
+    entries: list[MemoryEntry]
+    window: MessageWindow | None
+
+
+class _Append(NamedTuple):
+    """An append as asked, with the time it is made at and the compression claim
+    token it takes if it plans a compression."""
+
+    session_id: str
+    prepared: Sequence[store.NewEntry]
+    skip_existing: bool
+    with_window: bool
+    expected: Expected
+    attached: Attached | None
+    now: datetime
+    token: str
+
+
+class _Written(NamedTuple):
+    """What the append's transaction did: the entries it stored, the session row it
+    left, the window it read, whether a compression follows the commit (and its
+    first round, when planned there), and the events to signal."""
+
+    entries: list[MemoryEntry]
+    counters: SessionRecord
+    window: MessageWindow | None
+    compress: bool
+    planned: Planned | None
+    pending: list[Event]
+
+
 def _store(
     ctx: MemoryContext,
     session_id: str,
@@ -214,104 +242,183 @@ def _store(
     with_window: bool,
     expected: Expected = _NOTHING_EXPECTED,
     attached: Attached | None = None,
-) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
+) -> Op[Stored]:
     """Append in one transaction; with ``with_window`` also read what
     ``get_messages`` shows: in the same transaction when no compression
     follows, else in the compression's last commit (``None`` when that did not
     happen: the caller reads after it). With an ``expected`` session state, append
     only if the session is in it (else :class:`StaleContext`)."""
     validate_session_id(session_id)
-    now, token = ctx.now(), new_claim_token()
-
-    def create(conn: Connection) -> SessionRecord:
-        return store.get_session(
-            conn, ctx.project, session_id, create=True, now=now, encoding=ctx.counter.encoding_name
-        )
-
-    def window(conn: Connection, session: SessionRecord) -> MessageWindow | None:
-        if not with_window or compression_due(ctx, session, now):
-            return None
-        return store.read_message_window(conn, session)
-
-    def _reserve(conn: Connection, todo: Sequence[store.NewEntry]) -> SessionRecord:
-        # One UPDATE ... RETURNING allocates the seqs and locks the session, which
-        # is created only on its first append.
-        reserved = store.reserve(conn, ctx.project, session_id, todo, now)
-        if reserved is None:
-            create(conn)
-            reserved = store.reserve(conn, ctx.project, session_id, todo, now)
-        if reserved is None:  # pragma: no cover - the row was just created
-            raise SessionNotFound(session_id)
-        return reserved
-
-    def work(
-        conn: Connection,
-    ) -> tuple[list[MemoryEntry], SessionRecord, MessageWindow | None, Planned | None, list[Event]]:
-        todo = list(prepared) if attached is None else attached.choose(conn, list(prepared))
-        reserved = _reserve(conn, todo) if todo else None
-        if reserved is not None and (skip_existing or expected.active):
-            # Checked under the session's lock, which the reservation took: a retry
-            # racing the append it repeats finds that append's ids, and no other
-            # append can come between the expected state and these.
-            ids = [e.message.id for e in todo if e.message.id] if skip_existing else []
-            newest = reserved.last_seq - len(todo)  # before this append's reservation
-            seen: set[str] = set()
-            newest_id = None
-            if ids or expected.by_id:
-                seen, newest_id = store.known_entries(conn, reserved.pk, ids, newest)
-            if seen:
-                known = [e for e in todo if e.message.id and e.message.id in seen]
-                todo = [e for e in todo if not (e.message.id and e.message.id in seen)]
-                reserved = store.release(conn, reserved, known)
-            if todo:
-                # Raised inside the transaction: it rolls back, nothing is written.
-                now_at = store.session_version(reserved, newest)
-                expected.check(session_id, now_at, newest, newest_id)
-        if reserved is None or not todo:
-            if reserved is None:
-                session, woken = store.touch(conn, create(conn), now)
-            else:  # the reservation recorded the access
-                session, woken = store.activate(conn, reserved)
-            pending = feed.woken(ctx, session_id, woken)
-            feed.record(ctx, conn, pending)
-            if attached is not None:
-                attached.after(conn, session.pk, [])
-            return [], session, window(conn, session), None, pending
-        reserved, woken = store.activate(conn, reserved)
-        pending = feed.woken(ctx, session_id, woken)
-        feed.record(ctx, conn, pending)  # first: the entries' events follow it
-        entries, counters = store.append(
-            conn, reserved, todo, now, feed.entry_events(ctx, session_id)
-        )
-        if any(entry.pinned for entry in todo):
-            _check_pinned(ctx, store.pinned_tokens(conn, reserved.pk))
-        if attached is not None:
-            attached.after(conn, reserved.pk, entries)
-        planned = None
-        if compression_due(ctx, counters, now):
-            # The row is locked already: plan the compression (pick the entries,
-            # take the claim) here rather than in a transaction of its own.
-            planned = plan_compression(ctx, conn, counters, now, token=token)
-        read = window(conn, counters)
-        # Their events were written with them.
-        pending += [EntryAdded(session_id, entry) for entry in entries]
-        _failpoints.hit("append.before_commit")
-        return entries, counters, read, planned, pending
-
-    def append_then_compress() -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
-        entries, counters, read, planned, pending = yield from ctx.transact(work)
-        _failpoints.hit("append.after_commit")
-        yield from ctx.emit(pending)
-        if entries:
-            queue_entries(ctx, [entry.id for entry in entries])
-        sink: list[MessageWindow] | None = [] if with_window and read is None else None
-        yield from auto_compress(ctx, session_id, counters, sink, planned)
-        if read is None and sink:
-            read = sink[0]
-        return entries, read
-
+    append = _Append(
+        session_id,
+        prepared,
+        skip_existing,
+        with_window,
+        expected,
+        attached,
+        ctx.now(),
+        new_claim_token(),
+    )
     # The append may take the compression claim: a cancelled caller releases it.
-    return (yield from releasing_claim(ctx, session_id, token, append_then_compress()))
+    op = _append_then_compress(ctx, append)
+    return (yield from releasing_claim(ctx, session_id, append.token, op))
+
+
+def _append_then_compress(ctx: MemoryContext, append: _Append) -> Op[Stored]:
+    """The append's transaction, then its signals, its embeddings queued and the
+    compression it triggered."""
+    written = yield from ctx.transact(lambda conn: _write(ctx, conn, append))
+    _failpoints.hit("append.after_commit")
+    yield from ctx.emit(written.pending)
+    if written.entries:
+        queue_entries(ctx, [entry.id for entry in written.entries])
+    window = written.window
+    if written.compress:
+        outcome = yield from auto_compress(
+            ctx,
+            append.session_id,
+            written.planned,
+            with_window=append.with_window and window is None,
+        )
+        if window is None:
+            window = outcome.window
+    return Stored(written.entries, window)
+
+
+def _write(ctx: MemoryContext, conn: Connection, append: _Append) -> _Written:
+    """In the append's transaction: store what is new, or only record the access."""
+    todo = list(append.prepared)
+    if append.attached is not None:
+        todo = append.attached.choose(conn, todo)
+    if not todo:
+        return _record_access(ctx, conn, append, None)
+    reserved = _reserve(ctx, conn, append, todo)
+    if append.skip_existing or append.expected.active:
+        todo, reserved = _drop_known(conn, append, todo, reserved)
+    if not todo:
+        return _record_access(ctx, conn, append, reserved)
+    return _add_entries(ctx, conn, append, reserved, todo)
+
+
+def _session(ctx: MemoryContext, conn: Connection, append: _Append) -> SessionRecord:
+    """The session's row, created on its first append."""
+    return store.get_session(
+        conn,
+        ctx.project,
+        append.session_id,
+        create=True,
+        now=append.now,
+        encoding=ctx.counter.encoding_name,
+    )
+
+
+def _reserve(
+    ctx: MemoryContext, conn: Connection, append: _Append, todo: Sequence[store.NewEntry]
+) -> SessionRecord:
+    """Allocate the seqs of ``todo`` and lock the session, in one UPDATE ...
+    RETURNING (the session is created only on its first append)."""
+    reserved = store.reserve(conn, ctx.project, append.session_id, todo, append.now)
+    if reserved is None:
+        _session(ctx, conn, append)
+        reserved = store.reserve(conn, ctx.project, append.session_id, todo, append.now)
+    if reserved is None:  # pragma: no cover - the row was just created
+        raise SessionNotFound(append.session_id)
+    return reserved
+
+
+def _drop_known(
+    conn: Connection,
+    append: _Append,
+    todo: list[store.NewEntry],
+    reserved: SessionRecord,
+) -> tuple[list[store.NewEntry], SessionRecord]:
+    """Leave out the messages whose ids the session holds (``skip_existing``) and
+    check the ``expected`` state; what is left to append and the reservation.
+
+    Checked under the session's lock, which the reservation took: a retry racing
+    the append it repeats finds that append's ids, and no other append can come
+    between the expected state and these."""
+    ids = [e.message.id for e in todo if e.message.id] if append.skip_existing else []
+    newest = reserved.last_seq - len(todo)  # before this append's reservation
+    seen: set[str] = set()
+    newest_id = None
+    if ids or append.expected.by_id:
+        seen, newest_id = store.known_entries(conn, reserved.pk, ids, newest)
+    if seen:
+        known = [e for e in todo if e.message.id and e.message.id in seen]
+        todo = [e for e in todo if not (e.message.id and e.message.id in seen)]
+        reserved = store.release(conn, reserved, known)
+    if todo:
+        # Raised inside the transaction: it rolls back, nothing is written.
+        now_at = store.session_version(reserved, newest)
+        append.expected.check(append.session_id, now_at, newest, newest_id)
+    return todo, reserved
+
+
+def _record_access(
+    ctx: MemoryContext, conn: Connection, append: _Append, reserved: SessionRecord | None
+) -> _Written:
+    """Nothing to append: record the access (the reservation did, if one was made)."""
+    if reserved is None:
+        session, woken = store.touch(conn, _session(ctx, conn, append), append.now)
+    else:
+        session, woken = store.activate(conn, reserved)
+    pending = feed.woken(ctx, append.session_id, woken)
+    feed.record(ctx, conn, pending)
+    if append.attached is not None:
+        append.attached.after(conn, session.pk, [])
+    return _finish(ctx, conn, append, [], session, pending, plan=False)
+
+
+def _add_entries(
+    ctx: MemoryContext,
+    conn: Connection,
+    append: _Append,
+    reserved: SessionRecord,
+    todo: list[store.NewEntry],
+) -> _Written:
+    """Store ``todo`` under the reservation, with their change-feed events."""
+    reserved, woken = store.activate(conn, reserved)
+    pending = feed.woken(ctx, append.session_id, woken)
+    feed.record(ctx, conn, pending)  # first: the entries' events follow it
+    entries, counters = store.append(
+        conn, reserved, todo, append.now, feed.entry_events(ctx, append.session_id)
+    )
+    if any(entry.pinned for entry in todo):
+        _check_pinned(ctx, store.pinned_tokens(conn, reserved.pk))
+    if append.attached is not None:
+        append.attached.after(conn, reserved.pk, entries)
+    # Their events were written with them.
+    pending += [EntryAdded(append.session_id, entry) for entry in entries]
+    written = _finish(ctx, conn, append, entries, counters, pending, plan=True)
+    _failpoints.hit("append.before_commit")
+    return written
+
+
+def _finish(
+    ctx: MemoryContext,
+    conn: Connection,
+    append: _Append,
+    entries: list[MemoryEntry],
+    counters: SessionRecord,
+    pending: list[Event],
+    *,
+    plan: bool,
+) -> _Written:
+    """End the append's transaction: ask once whether a compression follows the
+    commit, plan its first round here when ``plan``, and read the window unless a
+    compression that runs before the call returns will change it."""
+    compress = compression_wanted(ctx, counters, append.now)
+    compresses_now = compress and not ctx.config.background
+    planned = None
+    if compresses_now and plan:
+        # The row is locked already: plan the compression (pick the entries,
+        # take the claim) here rather than in a transaction of its own.
+        planned = plan_compression(ctx, conn, counters, append.now, token=append.token)
+    window = None
+    if append.with_window and not compresses_now:
+        window = store.read_message_window(conn, counters)
+    return _Written(entries, counters, window, compress, planned, pending)
 
 
 def add_message(
@@ -348,9 +455,9 @@ def add_messages(
     *,
     with_window: bool = False,
     expected: Expected = _NOTHING_EXPECTED,
-) -> Op[tuple[list[MemoryEntry], MessageWindow | None]]:
-    """Store several messages in one transaction: all or none (``expected``: see
-    :func:`add_turn`)."""
+) -> Op[Stored]:
+    """Store several messages in one transaction: all or none (``with_window`` and
+    ``expected``: see :func:`_store`)."""
     validate_session_id(session_id)
     messages = list(messages)
     ids = [m.id for m in messages if isinstance(m, BaseMessage) and m.id]
@@ -373,41 +480,6 @@ def add_messages(
             expected=expected,
         )
     )
-
-
-def add_turn(
-    ctx: MemoryContext,
-    session_id: str,
-    messages: Sequence[BaseMessage],
-    skip_existing: bool,
-    expected: Expected = _NOTHING_EXPECTED,
-    query: str | None = None,
-) -> Op[ContextMessages]:
-    """Store a model turn and read the next context (``add_and_get_messages``), with
-    what ``query`` (default: the newest human message) recalls.
-
-    With an ``expected`` session state (:mod:`tiermem._ops.expectation`) the
-    messages are appended only if the session is still in it, checked under the
-    session's lock: a caller that answered from the context an earlier call
-    returned never stores a turn another writer's append made stale. Otherwise
-    :class:`StaleContext` is raised and nothing is written. Messages that are all
-    stored already (``skip_existing``) are no append, and pass."""
-    query = check_query(query)
-    entries, window = yield from add_messages(
-        ctx, session_id, messages, skip_existing, with_window=True, expected=expected
-    )
-    if window is None:  # a compression ran after the append: read what it left
-        try:
-            window = yield from message_window(ctx, session_id)
-        except TiermemError as exc:
-            # The append committed: a plain error would make the caller add the
-            # messages again.
-            raise ContextReadFailed(
-                f"the {len(entries)} messages were stored, but reading the context "
-                f"failed: {exc}; read it with get_messages",
-                entries=entries,
-            ) from exc
-    return (yield from render_window(ctx, session_id, window, query))
 
 
 def add_tool_call(
