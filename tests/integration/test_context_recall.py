@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
@@ -287,3 +289,31 @@ def test_recall_brings_what_the_layers_know_when_asked(make_memory: MemoryFactor
 def test_recall_layer_settings_are_checked(changes: dict[str, object]) -> None:
     with pytest.raises(InvalidArgument, match=next(iter(changes))):
         MemoryConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_recall_on_sqlite_scores_within_the_session(tmp_path: Path) -> None:
+    """On SQLite a recall never asks FTS5's ``bm25()``, which counts a word's
+    documents over the whole index (every session of every project in the file), so
+    its cost would grow with the project; it scores by the session's own statistics
+    and still brings the fact back."""
+    memory = ConversationMemory(
+        f"sqlite:///{tmp_path / 'm.db'}", config=CONFIG, summarizer=FakeSummarizer()
+    )
+    with memory:
+        for other in range(3):  # other sessions holding the same words
+            memory.add_user_message(f"other-{other}", "Pastelaria Rosa bakery sister Lisbon")
+        _talk(memory)
+        memory.add_user_message("s", "What is the bakery where my sister works called?")
+        statements: list[str] = []
+
+        def seen(*args: object) -> None:
+            statements.append(str(args[2]))
+
+        sa.event.listen(memory.database.engine, "before_cursor_execute", seen)
+        try:
+            _, block = _block(memory.get_messages("s"))
+        finally:
+            sa.event.remove(memory.database.engine, "before_cursor_execute", seen)
+        assert FACT in str(block.content)
+        assert any("MATCH" in statement for statement in statements)
+        assert not any("bm25(" in statement for statement in statements)

@@ -167,7 +167,15 @@ def find(
     policy, embedder = ctx.config.tier_policy, ctx.embedder
     if vector is None or embedder is None:
         return search_entries(
-            conn, ctx.project, query, session_id, limit, now=now, policy=policy, last_id=last_id
+            conn,
+            ctx.project,
+            query,
+            session_id,
+            limit,
+            now=now,
+            policy=policy,
+            last_id=last_id,
+            local=True,
         )
     from .._storage import hybrid  # numpy: only for a memory with embeddings
 

@@ -367,6 +367,66 @@ def _sqlite_entry_candidates(
     return [Candidate(row[0], row[1], row[2], row[3]) for row in rows]
 
 
+_IN_RANGE = sa.text(
+    f"SELECT rowid FROM {_NAME} WHERE {_NAME} MATCH :q AND rowid BETWEEN :low AND :high LIMIT :n"
+)
+
+
+def _sqlite_session_candidates(
+    conn: Connection,
+    words: Sequence[str],
+    session_pk: int,
+    last_id: int | None,
+    total: int,
+    average: float,
+    cap: int,
+) -> list[Candidate]:
+    """The best ``cap`` or so of a session's entries matching any of ``words``,
+    scored by BM25 over the session's own statistics (a word's documents counted
+    within the session, each matching word counted once per entry). FTS5's
+    ``bm25()`` counts a word's documents over the whole index, reading every row
+    that holds it in any session, a cost that grows with the project; here each
+    word costs a read of the session's range only, and only the ``cap`` entries
+    with the most informative words are read. Words in more than
+    :data:`COMMON_ROWS` of the session's entries are left out while rarer ones
+    match."""
+    low, high = fts.partition_range(session_pk)
+    if last_id is not None:
+        high = min(high, low + last_id)
+    limits = {"low": low, "high": high, "n": COMMON_ROWS + 1}
+    found = {
+        word: conn.execute(_IN_RANGE, {**limits, "q": fts.fts5_query(word)}).scalars().all()
+        for word in words
+    }
+    present = [word for word in words if found[word]]
+    used = [word for word in present if len(found[word]) <= COMMON_ROWS] or present
+    population = max(total, 1)
+    idf = {
+        word: math.log(1 + (population - len(found[word]) + 0.5) / (len(found[word]) + 0.5))
+        for word in used
+    }
+    weight: dict[int, float] = {}
+    for word in used:
+        for rowid in found[word]:
+            entry_id = int(rowid) & ((1 << 32) - 1)
+            weight[entry_id] = weight.get(entry_id, 0.0) + idf[word]
+    if not weight:
+        return []
+    best = heapq.nlargest(cap, weight, key=lambda entry_id: (weight[entry_id], entry_id))
+    rows = conn.execute(
+        sa.select(E.id, E.timestamp, E.token_count, S.last_accessed)
+        .join(session_table, S.pk == E.session_pk)
+        .where(E.id.in_(best))
+    ).all()
+    average = average if average > 0 else 1.0
+    out = []
+    for entry_id, created, length, accessed in rows:
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+        score = weight[entry_id] * (BM25_K1 + 1) / (1 + norm)
+        out.append(Candidate(entry_id, epoch(created), epoch(accessed), score))
+    return out
+
+
 def _exact(candidates: Sequence[Candidate], ranked: Sequence[tuple[Candidate, float]]) -> bool:
     """Whether the ranking of the best ``len(candidates)`` matches is the ranking of
     all matches: no match left out can outscore the last one ranked."""
@@ -441,7 +501,15 @@ def _ranked_entries(
     now: datetime,
     policy: TierPolicy,
     last_id: int | None = None,
+    local: bool = False,
 ) -> list[tuple[Candidate, float]]:
+    if local and conn.dialect.name == "sqlite" and session_pk is not None:
+        entries, tokens = counts[0][1], counts[0][2]
+        cap = min(max(4 * limit, 100), _MAX_CAP)
+        found = _sqlite_session_candidates(
+            conn, words, session_pk, last_id, entries, tokens / max(entries, 1), cap
+        )
+        return rank(found, now, policy, limit)
     if conn.dialect.name == "sqlite" and session_pk is not None:
         # Read the session's best matches first: most searches need no more.
         cap = min(max(4 * limit, 100), _MAX_CAP)
@@ -488,6 +556,7 @@ def search_entries(
     now: datetime | None = None,
     policy: TierPolicy = DEFAULT_POLICY,
     last_id: int | None = None,
+    local: bool = False,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) containing any word of ``query``,
     compressed originals included, best first.
@@ -496,6 +565,9 @@ def search_entries(
         now: the memory's clock (recency and tiers); the current time by default.
         policy: the tier thresholds of the tier boost.
         last_id: with ``session_id``, only the session's entries up to this id.
+        local: with ``session_id`` on SQLite, score by the session's own statistics,
+            at a cost flat in the project's size (see
+            :func:`_sqlite_session_candidates`).
     """
     found = fts.query_words(query)
     if not found:
@@ -506,7 +578,7 @@ def search_entries(
     session_pk = counts[0][0] if session_id is not None else None
     moment = as_utc(now or datetime.now(UTC))
     ranked = _ranked_entries(
-        conn, project, found, counts, session_pk, limit, moment, policy, last_id
+        conn, project, found, counts, session_pk, limit, moment, policy, last_id, local
     )
     return entry_hits(conn, ranked)
 
