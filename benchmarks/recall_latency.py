@@ -20,7 +20,8 @@ Then ``--reads`` reads, each of a random session and one of its facts, after
 (recall) and ``get_messages(session_id, query="")`` (no recall) of the same session,
 in alternating order. Each is timed in wall time and in the thread's CPU time (user
 and system, no waiting: the steadier figure on a loaded machine; on PostgreSQL it
-leaves out the server's work). Reported per backend: p50 and p95 of each kind of
+leaves out the server's work, whose processes' CPU time is read from ``/proc``
+before and after each read and reported as a mean per read). Reported per backend: p50 and p95 of each kind of
 read, what recall adds (the difference of the p50s and of the p95s, and the p95 of
 the per-read differences), and the share of reads whose recalled block held the
 fact's answer.
@@ -246,7 +247,10 @@ def open_store(backend: str, url: str | None, pg_url: str) -> Iterator[Conversat
         admin = create_engine(pg_url)
         with admin.begin() as conn:
             conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        engine = create_engine(pg_url, connect_args={"options": f"-csearch_path={schema}"})
+        # The application name marks the memory's connections, whose server processes'
+        # CPU time is counted (other clients may be using the server meanwhile).
+        options = {"options": f"-csearch_path={schema}", "application_name": schema}
+        engine = create_engine(pg_url, connect_args=options)
         try:
             memory = ConversationMemory(engine=engine, config=config)
             try:
@@ -270,6 +274,35 @@ def analyze(memory: ConversationMemory) -> None:
     with memory.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for name in names:
             conn.execute(text(f'ANALYZE "{name}"'))
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def server_processes(memory: ConversationMemory) -> set[int]:
+    """The PostgreSQL server processes of the memory's connections (none on SQLite)."""
+    if memory.engine.dialect.name != "postgresql":
+        return set()
+    query = (
+        "SELECT pid FROM pg_stat_activity "
+        "WHERE application_name = current_setting('application_name')"
+    )
+    with memory.engine.connect() as conn:
+        return set(conn.execute(text(query)).scalars())
+
+
+def server_cpu(pids: set[int]) -> float | None:
+    """User plus system CPU seconds of the server processes ``pids``, ``None`` when
+    they cannot be read (a server on another machine, or none)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            # The command name (field 2) may hold spaces: count from its closing paren.
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(stat[11]) + int(stat[12])) / _TICK
+    return total if pids else None
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -301,16 +334,26 @@ def read(
     wall: dict[str, list[float]] = {"recall": [], "plain": []}
     cpu: dict[str, list[float]] = {"recall": [], "plain": []}
     found = with_block = 0
+    server: dict[str, float | None] = {"recall": 0.0, "plain": 0.0}
+    pids: set[int] = set()
     for number in range(warmup + reads):
+        if number == warmup:  # the pool holds every connection the reads use by now
+            pids = server_processes(memory)
         session_id = rng.choice(askable)
         fact = rng.choice(facts[session_id])
         order = [("recall", fact.question), ("plain", "")]
         if number % 2:
             order.reverse()
         for kind, query in order:
+            before = server_cpu(pids)
             context, ms, cpu_ms = _timed(memory, session_id, query)
             if number < warmup:
                 continue
+            after, spent = server_cpu(pids), server[kind]
+            if before is None or after is None or spent is None:
+                server[kind] = None
+            else:
+                server[kind] = spent + after - before
             wall[kind].append(ms)
             cpu[kind].append(cpu_ms)
             block = _block(context)
@@ -327,10 +370,18 @@ def read(
             "cpu_p50_ms": _percentile(cpu[kind], 0.50),
             "cpu_p95_ms": _percentile(cpu[kind], 0.95),
         }
+        spent = server[kind]
+        # Counted in clock ticks (10 ms): only the mean over many reads is meaningful.
+        figures[kind]["server_cpu_mean_ms"] = None if spent is None else spent / reads * 1e3
+    if set(pids) != server_processes(memory):
+        figures["recall"]["server_cpu_mean_ms"] = figures["plain"]["server_cpu_mean_ms"] = None
     recall, plain = figures["recall"], figures["plain"]
     figures["added"] = {
         key: recall[key] - plain[key] for key in ("p50_ms", "p95_ms", "cpu_p50_ms", "cpu_p95_ms")
     }
+    if recall["server_cpu_mean_ms"] is not None and plain["server_cpu_mean_ms"] is not None:
+        added = recall["server_cpu_mean_ms"] - plain["server_cpu_mean_ms"]
+        figures["added"]["server_cpu_mean_ms"] = added
     figures["added"]["paired_p95_ms"] = _percentile(
         [a - b for a, b in zip(wall["recall"], wall["plain"], strict=True)], 0.95
     )
@@ -359,14 +410,17 @@ def run_backend(backend: str, url: str | None, args: argparse.Namespace) -> dict
 
 def _table(rows: dict[str, dict[str, Any]]) -> None:
     print(
-        f"\n  {'backend':<11} {'read':<8} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50':>8} {'CPU p95':>8}"
+        f"\n  {'backend':<11} {'read':<8} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50':>8} "
+        f"{'CPU p95':>8} {'server CPU mean':>16}"
     )
     for name, row in rows.items():
         for kind in ("recall", "plain", "added"):
             figures = row[kind]
+            server = figures.get("server_cpu_mean_ms")
             print(
                 f"  {name:<11} {kind:<8} {figures['p50_ms']:>8.2f} {figures['p95_ms']:>8.2f} "
-                f"{figures['cpu_p50_ms']:>8.2f} {figures['cpu_p95_ms']:>8.2f}"
+                f"{figures['cpu_p50_ms']:>8.2f} {figures['cpu_p95_ms']:>8.2f} "
+                f"{'' if server is None else f'{server:.2f}':>16}"
             )
     for name, row in rows.items():
         target, added = row["target_ms"], row["added"]["p95_ms"]

@@ -12,8 +12,9 @@ from tiermem_contender import POSTGRES_URL
 
 def test_a_tiny_run_reports_recall_and_plain_reads_on_both_backends(tmp_path: Path) -> None:
     """Each backend gets p50/p95 (wall and CPU) of reads with and without recall, what
-    recall adds, and the build time; every session is compressed, so every read with a
-    question gets a recalled block, and the block holds the fact asked about."""
+    recall adds, the server's mean CPU per read on PostgreSQL, and the build time; every
+    session is compressed, so every read with a question gets a recalled block, and the
+    block holds the fact asked about."""
     code = recall_latency.main(
         [
             *("--sessions", "20", "--turns", "10", "--reads", "20", "--warmup", "2"),
@@ -37,5 +38,9 @@ def test_a_tiny_run_reports_recall_and_plain_reads_on_both_backends(tmp_path: Pa
         assert "paired_p95_ms" in added
         assert row["reads"] == 20 and row["build_seconds"] > 0
         assert row["target_ms"] == recall_latency.TARGET_MS[row["backend"]]
+        on_postgres = row["backend"] == "postgresql"
+        for kind in ("recall", "plain"):
+            server = row[kind]["server_cpu_mean_ms"]
+            assert (server >= 0) if on_postgres else (server is None)
         assert row["with_block_share"] == 1.0
         assert row["found_share"] == 1.0
