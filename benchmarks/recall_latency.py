@@ -21,10 +21,10 @@ Then ``--reads`` reads, each of a random session and one of its facts, after
 in alternating order. Each is timed in wall time and in the thread's CPU time (user
 and system, no waiting: the steadier figure on a loaded machine; on PostgreSQL it
 leaves out the server's work, whose processes' CPU time is read from ``/proc``
-before and after each read and reported as a mean per read). Reported per backend: p50 and p95 of each kind of
-read, what recall adds (the difference of the p50s and of the p95s, and the p95 of
-the per-read differences), and the share of reads whose recalled block held the
-fact's answer.
+before and after each read and reported as a mean per read). Reported per backend:
+p50 and p95 of each kind of read, what recall adds (the difference of the p50s and
+of the p95s, and the p95 of the per-read differences), and the share of reads whose
+recalled block held the fact's answer.
 
 Prints the table and writes ``<results-dir>/recall_latency.json``::
 
