@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,7 @@ def open_store(backend: str, url: str | None, pg_url: str) -> Iterator[Conversat
             try:
                 for info in memory.list_sessions():
                     memory.clear_session(info.session_id)
+                memory.feed.prune(timedelta(0))  # the project's change events too
             finally:
                 memory.close()
     elif backend == "sqlite":
@@ -280,15 +282,17 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def server_processes(memory: ConversationMemory) -> set[int]:
-    """The PostgreSQL server processes of the memory's connections (none on SQLite)."""
+    """The PostgreSQL server processes of the memory's connections, found by their
+    application name (none on SQLite, and none for connections without a name of
+    their own: ``--url``)."""
     if memory.engine.dialect.name != "postgresql":
         return set()
-    query = (
-        "SELECT pid FROM pg_stat_activity "
-        "WHERE application_name = current_setting('application_name')"
-    )
+    query = "SELECT pid FROM pg_stat_activity WHERE application_name = :name"
     with memory.engine.connect() as conn:
-        return set(conn.execute(text(query)).scalars())
+        name = conn.execute(text("SELECT current_setting('application_name')")).scalar()
+        if not name or not str(name).startswith("bench_"):
+            return set()
+        return set(conn.execute(text(query), {"name": name}).scalars())
 
 
 def server_cpu(pids: set[int]) -> float | None:
