@@ -27,6 +27,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("mcp-startup", "mcp_startup.py", []),
     ("recall", "recall_bench.py", ["--dense"]),
     ("context", "context_bench.py", []),
+    ("recall-latency", "recall_latency.py", ["--backends", "sqlite,postgres"]),
     ("chat-load", "chat_load.py", []),
     ("checkpointer", "checkpointer_bench.py", []),
 ]
@@ -40,6 +41,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "mcp-startup": ["--runs", "3"],
     "recall": ["--limit-questions", "100"],
     "context": ["--limit-questions", "24", "--replay-turns", "150"],
+    "recall-latency": ["--sessions", "300", "--reads", "200"],
     "chat-load": ["--conversations", "50", "--turns", "14"],
     "checkpointer": ["--turns", "100", "--marks", "25,50"],
 }
