@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from tiermem import (
+    OMITTED_MARKER,
     RECALL_MARKER,
     RECALLED_ITEMS_MARKER,
     ConversationMemory,
@@ -317,3 +318,24 @@ def test_recall_on_sqlite_scores_within_the_session(tmp_path: Path) -> None:
         assert FACT in str(block.content)
         assert any("MATCH" in statement for statement in statements)
         assert not any("bm25(" in statement for statement in statements)
+
+
+def test_a_context_that_fits_is_never_cut_for_the_block(make_memory: MemoryFactory) -> None:
+    """A call left without its result gets a stand-in result in the context, which
+    the stored counts do not hold. With room to spare, the block takes what the
+    context leaves unused, and nothing is left out to make room for it (a random
+    program once saw a message cut from a context far below its budget)."""
+    memory = _memory(make_memory, MemoryConfig(max_tokens=100_000, auto_compress=False))
+    _talk(memory, turns=3)
+    memory.compress("s", force=True, keep=0)
+    for turn in range(3):
+        call = AIMessage(
+            "", tool_calls=[{"name": "lookup", "args": {"n": turn}, "id": f"call-{turn}"}]
+        )
+        memory.add_messages("s", [call])  # no result: a stand-in is shown for it
+    memory.add_user_message("s", "What is the bakery where my sister works called?")
+    messages = memory.get_messages("s")
+    assert not any(OMITTED_MARKER in m.additional_kwargs for m in messages)
+    _, block = _block(messages)
+    assert FACT in str(block.content)
+    assert sum(isinstance(m, ToolMessage) for m in messages) == 3

@@ -44,6 +44,7 @@ from sqlalchemy.engine import Engine
 from tiermem import (
     MISSING_RESULT_MARKER,
     OMITTED_MARKER,
+    RECALL_MARKER,
     TRUNCATED_MARKER,
     CompressionResult,
     ConversationMemory,
@@ -115,6 +116,23 @@ def _same_context(got: list[BaseMessage], expected: list[BaseMessage]) -> bool:
         if not render_text(whole).startswith(prefix) and not str(whole.content).startswith(prefix):
             return False
     return True
+
+
+def _without_recalled_block(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` without the recalled block (which the model does not follow), after
+    checking there is at most one, just before the newest human message (or last)."""
+    blocks = [i for i, m in enumerate(messages) if RECALL_MARKER in m.additional_kwargs]
+    assert len(blocks) <= 1
+    if not blocks:
+        return messages
+    at = blocks[0]
+    humans = [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, HumanMessage) and not is_summary_message(m)
+    ]
+    assert at == (humans[-1] - 1 if humans else len(messages) - 1)
+    return messages[:at] + messages[at + 1 :]
 
 
 def _ids(message: BaseMessage) -> list[str]:
@@ -606,17 +624,18 @@ class MemoryMachine(RuleBasedStateMachine):
     def read(self, session_id: str) -> None:
         """get_messages is the rendered model context (and records an access)."""
         self.dirty.add(session_id)
-        got = self.memory.get_messages(session_id)
+        whole = self.memory.get_messages(session_id)
         if session_id not in self.model:
-            assert got == []
+            assert whole == []
             return
         session = self.model[session_id]
         session.touch(self.clock())
         top = session.top()
+        assert COUNTER.count_messages(whole) <= self.memory.config.max_tokens
+        got = _without_recalled_block(whole)
         head = got[0] if got and is_summary_message(got[0]) else None
         body = got[1:] if head is not None else got
         rendered = session.rendered()
-        assert COUNTER.count_messages(got) <= self.memory.config.max_tokens
         if head is None or OMITTED_MARKER not in head.additional_kwargs:
             if top:
                 assert isinstance(head, SystemMessage)

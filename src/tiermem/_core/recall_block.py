@@ -83,11 +83,15 @@ def block_budget(
     summary_tokens: Sequence[int],
     entries: Sequence[WindowEntry],
     header: str,
+    extra: int = 0,
 ) -> int:
     """The tokens a recalled block may take: ``share`` of the budget, or all the
     context leaves unused if that is more; never what pinned context and the
-    current turn (from the newest human message on) need. 0: no block."""
+    current turn (from the newest human message on) need. 0: no block. ``extra``:
+    what the rendered context adds to the stored counts (stand-in results), so that
+    a context that fits is never cut for room it does not leave."""
     whole = head_upper_bound(counter, header, summary_tokens) + sum(e.tokens for e in entries)
+    whole += extra
     newest = max(
         (i for i, e in enumerate(entries) if isinstance(e.message, HumanMessage)), default=0
     )

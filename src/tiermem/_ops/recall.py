@@ -35,7 +35,7 @@ from .._core.recall_block import (
     recall_message,
     recall_section,
 )
-from .._core.render import SUMMARY_HEADER, SummaryText, render_messages
+from .._core.render import SUMMARY_HEADER, SummaryText, provider_order, render_messages
 from .._core.runner import Op
 from .._storage import fts, items, store
 from .._storage.database import Connection
@@ -299,6 +299,12 @@ def render_recalled(
     over = whole + sum(entry.tokens for entry in entries) > config.max_tokens
     if not _wanted(ctx, summaries, query, over):  # the plain read, unchanged
         return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    stored = {id(entry.message) for entry in entries}
+    stand_ins = [
+        message
+        for message in provider_order([entry.message for entry in entries])
+        if id(message) not in stored
+    ]
     budget = block_budget(
         config.max_tokens,
         config.recall_share,
@@ -306,6 +312,7 @@ def render_recalled(
         [s.token_count for s in summaries],
         entries,
         SUMMARY_HEADER + "\n",
+        sum(counter.count_message(message) for message in stand_ins),
     )
     # The context is cut for the block by its budget, not by its size, which changes
     # with every question: the cut (and the prefix a cache serves) stays put.
