@@ -115,7 +115,7 @@ def recall(
         )
         hits: list[SearchHit] = []
         if project_wide or last_id is not None:
-            hits = find(ctx, conn, words, scope, pool, vector, now, last_id)
+            hits = find(ctx, conn, words, scope, pool, vector, now, last_id, local=True)
             hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
             if config.recall_window:
                 hits = with_windows(conn, ctx.project, hits, config.recall_window)
@@ -159,10 +159,14 @@ def find(
     vector: bytes | None,
     now: datetime,
     last_id: int | None = None,
+    local: bool = False,
 ) -> list[SearchHit]:
     """The memory's search in ``conn``: BM25, fused with similarity to ``vector`` when
     the memory has embeddings; entries pending indexing are indexed first. With
-    ``session_id``, ``last_id`` bounds the session's entries searched."""
+    ``session_id``, ``last_id`` bounds the session's entries searched and ``local``
+    scores words by the session's own statistics (SQLite; see
+    :func:`tiermem._storage.search.search_entries`): recall asks for both, while
+    ``search()`` keeps the index-wide BM25 its documented figures were measured with."""
     fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
     policy, embedder = ctx.config.tier_policy, ctx.embedder
     if vector is None or embedder is None:
@@ -175,7 +179,7 @@ def find(
             now=now,
             policy=policy,
             last_id=last_id,
-            local=True,
+            local=local,
         )
     from .._storage import hybrid  # numpy: only for a memory with embeddings
 
