@@ -22,7 +22,7 @@ from .._storage import store
 from .._storage import summaries as summary_rows
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
-from .._storage.search import with_windows
+from .._storage.windows import with_windows
 from ..errors import InvalidArgument
 from ..events import Event
 from ..types import (

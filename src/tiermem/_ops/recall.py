@@ -39,7 +39,8 @@ from .._core.render import SUMMARY_HEADER, SummaryText, provider_order, render_m
 from .._core.runner import Op
 from .._storage import fts, items, store
 from .._storage.database import Connection
-from .._storage.search import rank, search_entries, with_windows
+from .._storage.search import rank, search_entries
+from .._storage.windows import with_windows
 from ..errors import InvalidArgument, TiermemError
 from ..tokens import TokenCounter
 from ..types import MemoryEntry, MemorySummary, SearchHit

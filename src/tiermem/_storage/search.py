@@ -28,7 +28,6 @@ import functools
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -37,7 +36,7 @@ from sqlalchemy.engine import Connection
 
 from .._core.clock import as_utc
 from ..tiers import DEFAULT_POLICY, MemoryTier, TierPolicy, tier_boost
-from ..types import MemoryEntry, SearchHit
+from ..types import SearchHit
 from . import fts
 from .rows import EntryRecord
 from .schema import entry_table, session_table
@@ -57,7 +56,6 @@ __all__ = [
     "COMMON_ROWS",
     "entry_candidates",
     "entry_hits",
-    "with_windows",
     "search_entries",
     "session_counts",
     "tier_bands",
@@ -581,40 +579,3 @@ def search_entries(
         conn, project, found, counts, session_pk, limit, moment, policy, last_id, local
     )
     return entry_hits(conn, ranked)
-
-
-def with_windows(
-    conn: Connection, project: str, hits: Sequence[SearchHit], window: int
-) -> list[SearchHit]:
-    """``hits`` with the ``window`` entries before and after each (see
-    :attr:`SearchHit.window`), read in one statement."""
-    if not hits or window <= 0:
-        return list(hits)
-    spans = [
-        sa.and_(
-            S.session_id == hit.entry.session_id,
-            E.seq.between(hit.entry.seq - window, hit.entry.seq + window),
-        )
-        for hit in hits
-    ]
-    rows = conn.execute(
-        sa.select(S.session_id, entry_table)
-        .join(session_table, S.pk == E.session_pk)
-        .where(S.project == sa.bindparam("project"), sa.or_(*spans))
-        .order_by(E.session_pk, E.seq),
-        {"project": project},
-    )
-    around: dict[str, list[MemoryEntry]] = {}
-    for sid, *columns in rows:
-        around.setdefault(sid, []).append(entry_from_row(sid, EntryRecord(*columns)))
-    return [
-        replace(
-            hit,
-            window=tuple(
-                entry
-                for entry in around.get(hit.entry.session_id, [])
-                if abs(entry.seq - hit.entry.seq) <= window
-            ),
-        )
-        for hit in hits
-    ]
