@@ -241,8 +241,9 @@ def test_a_long_question_searches_its_longest_words_only(make_memory: MemoryFact
     its rare name points to still comes back."""
     words = recall.key_words(" ".join(f"w{i}" for i in range(40)) + " Pastelaria questions")
     assert words.split() == [f"w{i}" for i in range(10, 40)][:10] + ["pastelaria", "questions"]
-    memory = _memory(make_memory)
-    _talk(memory)
+    memory = _memory(make_memory, MemoryConfig(max_tokens=3_000))
+    _talk(memory, turns=200)
+    assert memory.get_entries("s", include_compressed=True)[0].compressed
     filler = " ".join(["and so on we go"] * 60)
     memory.add_user_message("s", f"{filler} Where is Pastelaria Rosa, again? {filler}")
     _, block = _block(memory.get_messages("s"))

@@ -22,6 +22,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from .._core.budget import OMITTED_MARKER, WindowEntry, head_upper_bound
 from .._core.clock import as_utc
 from .._core.context import MemoryContext
+from .._core.messages import SUMMARY_MARKER
 from .._core.recall_block import (
     RECALL_HEADER,
     Line,
@@ -324,11 +325,24 @@ def render_recalled(
     shown = render_messages(
         summaries, entries, max_tokens=config.max_tokens - budget, counter=counter
     )
+    plain = render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    if _hides_more(shown, plain):  # the block's room would cost the note: no block
+        return plain
     left_out = shown[0].additional_kwargs.get(OMITTED_MARKER, 0) if shown else 0
     recalled = yield from recall(ctx, session_id, query, summaries, entries, budget, left_out)
     if recalled is None:
-        return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+        return plain
     return insert_block(shown, recall_message(recalled))
+
+
+def _hides_more(shown: list[BaseMessage], plain: list[BaseMessage]) -> bool:
+    """Whether the context cut for a block leaves out something the whole budget
+    shows without saying so: its note on what was left out gave way too."""
+    if shown and OMITTED_MARKER in shown[0].additional_kwargs:
+        return False
+    return len(shown) < len(plain) or (
+        bool(plain) and SUMMARY_MARKER in plain[0].additional_kwargs and shown[:1] != plain[:1]
+    )
 
 
 def text_with_recall(
