@@ -53,6 +53,7 @@ from tiermem import (
     calculate_tier,
     is_summary_message,
 )
+from tiermem._core.budget import omitted_note
 from tiermem._core.messages import render_text
 from tiermem._core.render import MISSING_RESULT_TEXT, SUMMARY_HEADER
 from tiermem._storage import fts
@@ -636,7 +637,18 @@ class MemoryMachine(RuleBasedStateMachine):
         head = got[0] if got and is_summary_message(got[0]) else None
         body = got[1:] if head is not None else got
         rendered = session.rendered()
-        if head is None or OMITTED_MARKER not in head.additional_kwargs:
+        pinned = {id(e.message) for e in session.entries if e.pinned and e.summary is None}
+        kept = [
+            [m for i, m in enumerate(rendered) if id(m) in pinned or i >= cut]
+            for cut in range(len(rendered) + 1)
+        ]
+        if head is None and (top or not _same_context(body, rendered)):
+            # The marker gave way: the newest part (the current turn) fits only alone.
+            matches = [k for k in kept if _same_context(body, k)]
+            assert matches, "the context is not the newest part of the conversation"
+            note = SystemMessage(omitted_note(len(rendered) - len(matches[0]), len(top)))
+            assert COUNTER.count_messages([note, *body]) > self.memory.config.max_tokens
+        elif head is None or OMITTED_MARKER not in head.additional_kwargs:
             if top:
                 assert isinstance(head, SystemMessage)
                 assert all(session.summaries[i].content in str(head.content) for i in top)
@@ -644,11 +656,6 @@ class MemoryMachine(RuleBasedStateMachine):
         else:  # over the budget: the oldest unpinned units were left out, and counted
             shown = [i for i in top if session.summaries[i].content in str(head.content)]
             assert shown == top[len(top) - len(shown) :]
-            pinned = {id(e.message) for e in session.entries if e.pinned and e.summary is None}
-            kept = [
-                [m for i, m in enumerate(rendered) if id(m) in pinned or i >= cut]
-                for cut in range(len(rendered) + 1)
-            ]
             matches = [k for k in kept if _same_context(body, k)]
             assert matches, "the context is not the newest part of the conversation"
             assert head.additional_kwargs[OMITTED_MARKER] == len(rendered) - len(matches[0])
