@@ -325,21 +325,24 @@ def render_recalled(
     shown = render_messages(
         summaries, entries, max_tokens=config.max_tokens - budget, counter=counter
     )
-    plain = render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
-    if _hides_more(shown, plain):  # the block's room would cost the note: no block
-        return plain
-    left_out = shown[0].additional_kwargs.get(OMITTED_MARKER, 0) if shown else 0
+    plain: list[BaseMessage] | None = None  # the context at the whole budget
+    marked = bool(shown) and OMITTED_MARKER in shown[0].additional_kwargs
+    if not marked:  # rendered at the whole budget only where the note may give way
+        plain = render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+        if _hides_more(shown, plain):  # the block's room would cost the note: no block
+            return plain
+    left_out = shown[0].additional_kwargs.get(OMITTED_MARKER, 0) if marked else 0
     recalled = yield from recall(ctx, session_id, query, summaries, entries, budget, left_out)
-    if recalled is None:
-        return plain
-    return insert_block(shown, recall_message(recalled))
+    if recalled is not None:
+        return insert_block(shown, recall_message(recalled))
+    if plain is None:
+        plain = render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    return plain
 
 
 def _hides_more(shown: list[BaseMessage], plain: list[BaseMessage]) -> bool:
-    """Whether the context cut for a block leaves out something the whole budget
-    shows without saying so: its note on what was left out gave way too."""
-    if shown and OMITTED_MARKER in shown[0].additional_kwargs:
-        return False
+    """Whether a context cut for a block, with no note on what was left out, leaves
+    out something the whole budget shows: the note gave way with it."""
     return len(shown) < len(plain) or (
         bool(plain) and SUMMARY_MARKER in plain[0].additional_kwargs and shown[:1] != plain[:1]
     )
