@@ -78,8 +78,9 @@ types: install-tests
 ## test: lint, types, and the whole fast suite on SQLite and PostgreSQL
 test: lint types test-fast
 
+# Two workers: every test has its own files, PostgreSQL schema and application name.
 test-fast: install-tests
-	$(BIN)/python -m pytest -m "not slow" -q tests $(wildcard integrations/*/tests)
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 tests $(wildcard integrations/*/tests)
 
 ## test-slow: crash, kill and concurrency tests
 # The long state-machine runs (independent programs, each in fresh files and schemas)
