@@ -12,6 +12,7 @@ wrapped and kept as ``__cause__``::
         x DatasetInvalid
         x BudgetExceeded
       x SessionNotFound (also KeyError)
+      x SessionExists
       x ContextReadFailed
       x StaleContext
       x StorageError
@@ -56,6 +57,7 @@ __all__ = [
     "InvalidContent",
     "InvalidSessionId",
     "ReadOnlyMemory",
+    "SessionExists",
     "SessionNotFound",
     "StaleContext",
     "StorageBusy",
@@ -133,6 +135,10 @@ class SessionNotFound(TiermemError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the repr of the message
         return str(self.args[0]) if self.args else ""
+
+
+class SessionExists(TiermemError):
+    """``rename_session`` was asked for an id another session of the project has."""
 
 
 class ContextReadFailed(TiermemError):

@@ -43,6 +43,7 @@ __all__ = [
     "Recorded",
     "SessionCleared",
     "SessionImported",
+    "SessionRenamed",
     "TierChanged",
     "load_payload",
 ]
@@ -217,6 +218,21 @@ class SessionCleared(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionRenamed(Event):
+    """A session took a new id (``session_id``); the feed's earlier events of the
+    session carry it too. Payload: ``previous`` (the id it had)."""
+
+    kind = "session:renamed"
+    signal = signals.session_renamed
+
+    session_id: str
+    previous: str
+
+    def rows(self, content: bool) -> Iterator[NewEvent]:
+        yield NewEvent(self.kind, self.session_id, _dump({"previous": self.previous}))
+
+
+@dataclass(frozen=True, slots=True)
 class TierChanged(Event):
     """Sessions moved to ``tier``. One row per session, payload ``tier``."""
 
@@ -372,6 +388,7 @@ KINDS: Mapping[str, type[Event]] = {
         Compressed,
         CompressionFailed,
         SessionCleared,
+        SessionRenamed,
         TierChanged,
         Pruned,
         Forgotten,

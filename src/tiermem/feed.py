@@ -32,6 +32,8 @@ Event schema, version :data:`EVENT_VERSION` (``ChangeEvent.payload``):
   ``entries_compressed``, ``merged_summaries``, ``tokens_before``, ``tokens_after``.
 * ``compression_failed``: ``error`` (the exception's class name), ``message``.
 * ``session:cleared``: ``entries_removed``.
+* ``session:renamed``: ``previous`` (the id the session had; its earlier events
+  carry the new id from then on).
 * ``tier_changed``: ``tier`` (one event per session).
 * ``pruned``: ``{}`` for a session (one event per session), or ``item_ids`` for
   a batch of expired layer items (``session_id`` is then ``None``).

@@ -29,7 +29,7 @@ from ._core.messages import validate_session_id
 from ._core.render import SUMMARY_HEADER
 from ._core.runner import arun, run
 from ._ops import compress as compressing
-from ._ops import read, transfer, turn, write
+from ._ops import read, rename, transfer, turn, write
 from ._storage.database import Database
 from .documents import DocumentStore
 from .errors import InvalidArgument
@@ -373,6 +373,17 @@ class ConversationMemory:
     ) -> MemoryEntry:
         """Async :meth:`add_context`."""
         return await arun(write.add_context(self._context, session_id, content, source, pinned))
+
+    def rename_session(self, session_id: str, new_id: str) -> None:
+        """Give a session a new id: its entries, summaries, tier, graph checkpoints and
+        change-feed events move with it, in one transaction; then the
+        ``session:renamed`` signal. ``SessionNotFound`` for an unknown session,
+        ``SessionExists`` when ``new_id`` is taken (nothing changes)."""
+        run(rename.rename(self._context, session_id, new_id))
+
+    async def arename_session(self, session_id: str, new_id: str) -> None:
+        """Async :meth:`rename_session`."""
+        await arun(rename.rename(self._context, session_id, new_id))
 
     # Deleting: clear_session and forget (a person's data), in tiermem.forgetting.
     clear_session, aclear_session = forgetting.clear_session, forgetting.aclear_session

@@ -45,6 +45,7 @@ __all__ = [
     "send",
     "send_async",
     "session_cleared",
+    "session_renamed",
     "signal",
     "tier_changed",
 ]
@@ -59,6 +60,7 @@ compression_failed = _signals.signal(
     "compression_failed", doc="A compression attempt failed; nothing changed."
 )
 session_cleared = _signals.signal("session:cleared", doc="A session was cleared.")
+session_renamed = _signals.signal("session:renamed", doc="A session took a new id.")
 tier_changed = _signals.signal("tier_changed", doc="Sessions moved to another tier.")
 pruned = _signals.signal("pruned", doc="Expired sessions or layer items were deleted.")
 forgotten = _signals.signal(

@@ -49,6 +49,7 @@ def _scenario(memory: ConversationMemory, clock: ManualClock) -> None:
         layers.append("episodic", f"episode {number}")
     layers.compact("episodic", keep_last=1, summarize_older=False)
     layers.clear("semantic")
+    memory.rename_session("b", "b2")  # b's earlier events carry the new id from now on
     memory.database.run(
         lambda conn: memory.feed.record(conn, "custom:thing", {"n": 1, "b": [1, "x"]}, "a")
     )

@@ -28,7 +28,7 @@ from tiermem.errors import (
     StorageCorrupt,
     StorageUnavailable,
 )
-from tiermem.testing import ManualClock
+from tiermem.testing import ManualClock, wait_for_feed
 
 from ..reliability.dump import canonical_dump
 
@@ -73,6 +73,7 @@ def test_reads_that_record_no_access_work_and_change_nothing(
 ) -> None:
     _conversation(engine, clock)
     with ConversationMemory(engine=engine, clock=clock) as ordinary:
+        wait_for_feed(ordinary)  # on PostgreSQL, other clients' transactions end first
         events = ordinary.feed.changes()
     before = _stored(engine)
     reader = ConversationMemory(engine=engine, clock=clock, read_only=True)
@@ -104,6 +105,7 @@ WRITES: dict[str, Callable[[ConversationMemory], Any]] = {
     "load recording accesses": lambda m: m.load_context(),
     "compress": lambda m: m.compress("s", force=True, keep=0),
     "delete": lambda m: m.clear_session("s"),
+    "rename": lambda m: m.rename_session("s", "renamed"),
     "import": lambda m: m.import_session(m.export_session("s"), session_id="copy"),
     "learn": lambda m: m.layers("scope").learn("heron", "nests in colonies"),
 }

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import (
@@ -30,8 +29,7 @@ from langchain_core.messages import (
 )
 
 from .._core.context import MemoryContext
-from .._core.messages import deserialize, load_text, serialize, validate_session_id
-from .._core.render import is_summary_message
+from .._core.messages import deserialize, load_text, validate_session_id
 from .._core.runner import Op
 from .._storage import checkpoints as sql
 from .._storage import store
@@ -49,6 +47,7 @@ from ..errors import InvalidArgument, StaleContext
 from ..types import MemoryEntry
 from . import thread_writes
 from .known_lists import Known, KnownLists
+from .list_plans import FULL_EVERY, ListPlan, Ref, StaleList, plan_list, witness
 from .thread_writes import KnownWrites
 from .write import Attached, append_attached, clear, prepare_messages
 
@@ -67,66 +66,9 @@ __all__ = [
 
 #: The type of a channel value that is a message list held as entry ids.
 REFS = "tiermem:refs"
-#: One message of a stored list: an entry id, or the JSON of a message kept in the
-#: list itself (tiermem's summary message, which is not an entry).
-Ref = int | str
-#: A message list is stored whole at least every this many versions of a chain, so
-#: reading one reads at most this many rows.
-FULL_EVERY = 32
 
 
 # --------------------------------------------------------------------------- put
-
-
-@dataclass
-class _ListPlan:
-    """How one message-list version is stored."""
-
-    channel: str
-    version: str
-    messages: Sequence[BaseMessage]
-    refs: list[Ref | None]  # None: resolved in the transaction
-    base: Known | None  # a delta on this, if its row is still there
-
-
-def _plan(
-    ctx: MemoryContext,
-    known: KnownLists,
-    new: NewCheckpoint,
-    key: tuple[str, str],
-    msgs: Sequence[BaseMessage],
-) -> _ListPlan:
-    channel, version = key
-    cached = known.get((new.thread_id, new.checkpoint_ns, channel))
-    if cached is not None and cached.depth + 1 < FULL_EVERY and _extends(cached, msgs):
-        tail = [_inline(ctx, m) for m in msgs[len(cached.messages) :]]
-        return _ListPlan(channel, version, msgs, [*cached.refs, *tail], cached)
-    positions = {} if cached is None else {m.id: n for n, m in enumerate(cached.messages)}
-    refs: list[Ref | None] = []
-    for message in msgs:
-        at = positions.get(message.id)
-        if cached is not None and at is not None and cached.same(at, message):
-            refs.append(cached.refs[at])
-        else:
-            refs.append(_inline(ctx, message))
-    return _ListPlan(channel, version, msgs, refs, None)
-
-
-def _inline(ctx: MemoryContext, message: BaseMessage) -> str | None:
-    """The JSON a summary message is kept as in its list; ``None`` for a message
-    that is (or becomes) an entry."""
-    if is_summary_message(message):
-        return serialize(message, max_chars=ctx.config.max_entry_chars)
-    return None
-
-
-def _extends(cached: Known, messages: Sequence[BaseMessage]) -> bool:
-    """Whether ``messages`` starts with the cached list (same messages, same content)."""
-    if len(messages) < len(cached.messages):
-        return False
-    return all(
-        cached.same(n, message) for n, message in enumerate(messages[: len(cached.messages)])
-    )
 
 
 def put(ctx: MemoryContext, known: KnownLists, writes: KnownWrites, new: NewCheckpoint) -> Op[None]:
@@ -136,7 +78,33 @@ def put(ctx: MemoryContext, known: KnownLists, writes: KnownWrites, new: NewChec
     parent = None if new.parent_id is None else (thread_id, new.checkpoint_ns, new.parent_id)
     applied = [] if parent is None else writes.take(parent)
     inputs = [] if parent is None else writes.take_values(parent)
-    plans = [_plan(ctx, known, new, key, msgs) for key, msgs in new.messages.items()]
+    try:
+        yield from _put(ctx, known, writes, new, parent, applied, inputs)
+    except StaleList:
+        known.forget([thread_id])
+        yield from _put(ctx, known, writes, new, parent, applied, inputs)
+
+
+def _put(
+    ctx: MemoryContext,
+    known: KnownLists,
+    writes: KnownWrites,
+    new: NewCheckpoint,
+    parent: tuple[str, str, str] | None,
+    applied: list[thread_writes.Pending],
+    inputs: list[thread_writes.PendingValue],
+) -> Op[None]:
+    thread_id = new.thread_id
+    plans = [plan_list(ctx, known, new, key, msgs) for key, msgs in new.messages.items()]
+    # The newest reused entry of each known list is looked up with the new messages:
+    # found in this session, the list's entries are this session's.
+    witnesses = {
+        plan.channel: newest
+        for plan in plans
+        if plan.source is not None and (newest := witness(plan.source)) is not None
+    }
+    if any(plan.source is not None and plan.channel not in witnesses for plan in plans):
+        raise StaleList  # nothing to look it up by: no entry id is reused unchecked
     unresolved: dict[tuple[str, int], BaseMessage] = {}
     for plan in plans:
         for position, ref in enumerate(plan.refs):
@@ -149,10 +117,15 @@ def put(ctx: MemoryContext, known: KnownLists, writes: KnownWrites, new: NewChec
 
     def choose(conn: Connection, todo: list[store.NewEntry]) -> list[store.NewEntry]:
         ids = [e.message.id for e in todo if e.message.id]
+        ids += [message_id for message_id, _ in witnesses.values()]
+        found: set[int] = set()
         for entry_id, message_id, text in sql.entries_by_message_id(
             conn, ctx.project, thread_id, ids
         ):
             stored[(load_text(message_id), text)] = entry_id
+            found.add(entry_id)
+        if any(entry_id not in found for _, entry_id in witnesses.values()):
+            raise StaleList
         fresh: dict[tuple[str | None, str], store.NewEntry] = {}
         for entry in todo:
             key = (entry.message.id, entry.message_json)
@@ -194,7 +167,7 @@ def put(ctx: MemoryContext, known: KnownLists, writes: KnownWrites, new: NewChec
 
 
 def _store_values(
-    conn: Connection, session_pk: int, new: NewCheckpoint, plans: list[_ListPlan]
+    conn: Connection, session_pk: int, new: NewCheckpoint, plans: list[ListPlan]
 ) -> None:
     """Insert the checkpoint's new values (a channel written empty has no row: a
     missing value reads as none): each message list as a delta on its base when that

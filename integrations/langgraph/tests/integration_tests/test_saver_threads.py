@@ -1,8 +1,9 @@
 """A thread on ``TieredSaver`` is a tiermem session: its messages are entries
 (searched, exported, announced), pruning checkpoints keeps every message, deleting
 the thread or the session deletes the checkpoints, a copy is a thread of its own,
-``DeltaChannel`` threads are pruned safely, and an encrypting ``serde`` keeps every
-message out of clear text; on SQLite and PostgreSQL."""
+``DeltaChannel`` threads are pruned safely, a renamed session is the thread under
+its new id, and an encrypting ``serde`` keeps every message out of clear text; on
+SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -162,6 +163,23 @@ def test_copy_is_a_thread_of_its_own(memory: ConversationMemory) -> None:
     tool_graph(saver).invoke(_ask(5), copy)
     with pytest.raises(InvalidArgument):
         saver.copy_thread("copy", "copy")
+
+
+def test_a_renamed_session_is_the_thread_under_its_new_id(memory: ConversationMemory) -> None:
+    """``rename_session`` moves the thread with its checkpoints: its history reads back
+    the same under the new id, the old id has none, and the thread goes on (also in a
+    saver that wrote it under the old id)."""
+    saver = TieredSaver(memory)
+    _run(saver, 3)
+    expected = _comparable(tool_graph(saver), THREAD)
+    memory.rename_session("t-1", "user-42")
+    renamed: RunnableConfig = {"configurable": {"thread_id": "user-42"}}
+    assert _comparable(tool_graph(saver), renamed) == expected
+    assert saver.get_tuple(THREAD) is None
+    tool_graph(saver).invoke(_ask(3), renamed)
+    assert _texts(memory, "user-42")[-2:] == ["found question 3", "answer 4: found question 3"]
+    _run(saver, 1)  # the old id starts a thread of its own
+    assert _texts(memory, "t-1")[0] == "question 0"
 
 
 def test_delete_for_runs_keeps_the_conversation(memory: ConversationMemory) -> None:
