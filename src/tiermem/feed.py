@@ -229,8 +229,8 @@ class ChangeFeed:
         one lock then come in their commit order. No signal is sent.
 
         Raises:
-            InvalidArgument: an event with a payload or session, or a kind without
-                a payload.
+            InvalidArgument: an event with a payload or session, a kind without a
+                payload, or an empty kind.
         """
         if isinstance(kind, Event):
             if payload is not None or session_id is not None:
@@ -240,6 +240,9 @@ class ChangeFeed:
             raise InvalidArgument(f"the event {kind!r} needs a payload")
         else:
             event = Recorded(kind, dict(payload), session_id)
+        if not event.kind:
+            # Stored, an empty kind is entry:added's (tiermem._storage.event_schema).
+            raise InvalidArgument("an event needs a kind")
         ops.record(self._context, conn, [event])
 
     async def aprune(self, older_than: timedelta | None = None) -> int:
