@@ -64,10 +64,12 @@ a memory); events older than ``MemoryConfig.event_retention`` (7 days) are
 deleted by ``prune_expired`` and ``tiermem events prune``.
 
 What the feed costs a write is kept small: an ``entry:added`` event (one per stored
-message) is stored as the array of its payload's values and delivered as the
-object above, and the event table has one index, the delivery order's. Retention
-reads a project's events in that order, once per run, rather than have every write
-maintain an index on age (``tiermem db upgrade`` drops the one earlier versions made).
+message) is stored with an empty kind and the array of its payload's values (its
+type and frequent roles as numbers), and delivered as the object above; on SQLite
+its time is an integer; and the event table has one index, the delivery order's.
+Retention reads a project's events in that order, once per run, rather than have
+every write maintain an index on age (``tiermem db upgrade`` drops the one earlier
+versions made, and applies the smaller row, migration 0017).
 """
 
 from __future__ import annotations
