@@ -23,7 +23,10 @@ median over repeats is reported, with the ratio of each to
 
 A second phase measures the change feed's cost on plain appends: ``--appends`` (default
 2,000) ``add_message`` calls into one session, feed on and feed off interleaved, the
-seconds and the database file size of each.
+seconds (wall and this thread's CPU) and the database file size of each; with
+``--backends sqlite,postgres`` the same on PostgreSQL (a fresh schema per run, its
+size the tables' with their indexes and TOAST, ``pg_total_relation_size``; CPU is
+the client's, the server's own is not counted).
 
 Prints the tables and writes ``<results-dir>/turn_bench.json``::
 
@@ -40,7 +43,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +53,8 @@ from base import MAX_TOKENS, SESSION_ID, Contender
 from corpus import Turn, make_corpus
 from langchain_core.messages import HumanMessage
 from lc_contenders import ClassicMemoryContender, SummarizationMiddlewareContender
-from tiermem_contender import TiermemContender, TiermemPostgresContender
+from sqlalchemy import create_engine, text
+from tiermem_contender import POSTGRES_URL, TiermemContender, TiermemPostgresContender
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem.testing import FakeSummarizer
@@ -130,33 +136,72 @@ def play(corpus: list[Turn], postgres: bool) -> dict[str, dict[str, float]]:
     }
 
 
-def _appends(url: str, feed: bool, texts: list[str]) -> float:
+def _appends(url: str, feed: bool, texts: list[str]) -> tuple[float, float]:
+    """``add_message`` of every text: wall and this thread's CPU seconds."""
     memory = ConversationMemory(url=url, config=MemoryConfig(change_feed=feed))
     memory.database.ensure_schema()
     try:
-        begin = time.perf_counter()
-        for text in texts:
-            memory.add_message(SESSION_ID, HumanMessage(text))
-        return time.perf_counter() - begin
+        begin, begin_cpu = time.perf_counter(), time.thread_time()
+        for message in texts:
+            memory.add_message(SESSION_ID, HumanMessage(message))
+        return time.perf_counter() - begin, time.thread_time() - begin_cpu
     finally:
         memory.close()
 
 
-def plain_appends(texts: list[str], repeat: int) -> dict[str, dict[str, float]]:
-    """``add_message`` of every text into one session, feed on and off: seconds, KiB."""
-    runs: dict[str, list[tuple[float, float]]] = {"feed on": [], "feed off": []}
+@contextmanager
+def _sqlite_database() -> Iterator[tuple[str, Callable[[], float]]]:
+    """A fresh SQLite file: its URL, and its size in KiB (with the WAL, if any)."""
+    with tempfile.TemporaryDirectory(prefix="tiermem-append-") as directory:
+        path = Path(directory) / "appends.db"
+
+        def size() -> float:
+            return sum(file.stat().st_size for file in path.parent.iterdir()) / 1024
+
+        yield f"sqlite:///{path}", size
+
+
+@contextmanager
+def _postgres_database() -> Iterator[tuple[str, Callable[[], float]]]:
+    """A fresh PostgreSQL schema: its URL, and its tables' size in KiB (indexes and
+    TOAST included); dropped afterwards."""
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL)
+    size_sql = text(
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "WHERE c.relnamespace = CAST(:schema AS regnamespace) AND c.relkind = 'r'"
+    )
+
+    def size() -> float:
+        with admin.connect() as conn:
+            return float(conn.execute(size_sql, {"schema": schema}).scalar_one()) / 1024
+
+    try:
+        with admin.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}", size
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def plain_appends(texts: list[str], repeat: int, backend: str) -> dict[str, dict[str, float]]:
+    """``add_message`` of every text into one session, feed on and off: seconds (wall
+    and CPU), KiB."""
+    database = _postgres_database if backend == "postgres" else _sqlite_database
+    runs: dict[str, list[tuple[float, float, float]]] = {"feed on": [], "feed off": []}
     for index in range(repeat):
         order = [True, False] if index % 2 == 0 else [False, True]
         for feed in order:
-            with tempfile.TemporaryDirectory(prefix="tiermem-append-") as directory:
-                path = Path(directory) / "appends.db"
-                seconds = _appends(f"sqlite:///{path}", feed, texts)
-                size = sum(p.stat().st_size for p in Path(directory).iterdir()) / 1024
-                runs["feed on" if feed else "feed off"].append((seconds, size))
+            with database() as (url, size):
+                seconds, cpu = _appends(url, feed, texts)
+                runs["feed on" if feed else "feed off"].append((seconds, cpu, size()))
     return {
         name: {
-            "seconds": statistics.median(s for s, _ in values),
-            "kib": statistics.median(k for _, k in values),
+            "seconds": statistics.median(s for s, _, _ in values),
+            "cpu_seconds": statistics.median(c for _, c, _ in values),
+            "kib": statistics.median(k for _, _, k in values),
         }
         for name, values in runs.items()
     }
@@ -209,16 +254,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  feed on / feed off (turn p50, no recall): {feed_cost:.2f}x")
         print(f"  recall's cost (turn p50): {recall_cost / 1000:.2f} ms")
     texts = [turn.human for turn in make_corpus(args.appends, args.seed + 1)]
-    appends = plain_appends(texts, args.repeat)
-    report["appends"] = appends
-    on, off = appends["feed on"], appends["feed off"]
-    print(f"\n{args.appends:,} plain appends (median of {args.repeat} runs, SQLite file)")
-    for name, row in appends.items():
-        print(f"  {name:<9} {row['seconds']:6.2f} s  {row['kib']:8.0f} KiB")
-    print(
-        f"  feed on / feed off: time {on['seconds'] / off['seconds']:.2f}x, "
-        f"size {on['kib'] / off['kib']:.2f}x (target <= {FEED_LIMIT:.2f}x)"
-    )
+    for backend in ["sqlite", "postgres"] if postgres else ["sqlite"]:
+        appends = plain_appends(texts, args.repeat, backend)
+        report["appends" if backend == "sqlite" else "appends_postgres"] = appends
+        on, off = appends["feed on"], appends["feed off"]
+        print(f"\n{args.appends:,} plain appends (median of {args.repeat} runs, {backend})")
+        for name, row in appends.items():
+            print(
+                f"  {name:<9} {row['seconds']:6.2f} s  CPU {row['cpu_seconds']:6.2f} s  "
+                f"{row['kib']:8.0f} KiB"
+            )
+        print(
+            f"  feed on / feed off: time {on['seconds'] / off['seconds']:.2f}x "
+            f"(CPU {on['cpu_seconds'] / off['cpu_seconds']:.2f}x), "
+            f"size {on['kib'] / off['kib']:.2f}x (target <= {FEED_LIMIT:.2f}x)"
+        )
     report["load_average"].append(round(os.getloadavg()[0], 2))
     print(f"load average (1 min) before/after: {report['load_average']}")
     args.results_dir.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from blinker import NamedSignal
 from . import signals
 from ._storage.events import NewEvent
 from .errors import TiermemError
-from .types import CompressionResult, ForgetResult, MemoryEntry
+from .types import CompressionResult, EntryType, ForgetResult, MemoryEntry
 
 __all__ = [
     "KINDS",
@@ -57,6 +57,31 @@ def _dump(payload: Mapping[str, Any]) -> str:
 # A JSON string, as ``json.dumps`` writes it (ASCII, so a lone surrogate is escaped
 # rather than failing the write), without the encoder's per-call set-up.
 _text = encode_basestring_ascii
+
+
+#: The codes an entry's stored payload gives its type and its most frequent roles, by
+#: position: stored payloads keep them, so a value is only ever appended here.
+_ENTRY_TYPES: tuple[str, ...] = (
+    EntryType.MESSAGE.value,
+    EntryType.TOOL_CALL.value,
+    EntryType.TOOL_RESULT.value,
+    EntryType.CONTEXT.value,
+    EntryType.SUMMARY.value,
+)
+_ENTRY_ROLES: tuple[str, ...] = ("user", "assistant", "tool", "system")
+
+# What an append writes for each: the code, or else the JSON string.
+_TYPE_CODES = {value: str(code) for code, value in enumerate(_ENTRY_TYPES)}
+_ROLE_CODES = {value: str(code) for code, value in enumerate(_ENTRY_ROLES)}
+
+
+def _coded(value: str, codes: Mapping[str, str]) -> str:
+    code = codes.get(value)
+    return _text(value) if code is None else code
+
+
+def _decoded(value: int | str, names: tuple[str, ...]) -> str:
+    return names[value] if isinstance(value, int) else value
 
 
 def load_payload(kind: str, stored: str) -> dict[str, Any]:
@@ -129,11 +154,15 @@ class EntryAdded(Event):
         An append writes an event per entry, so its payload is stored as a JSON
         array of the values alone (``[entry_id, seq, token_count, pinned, type,
         role]``, then ``content`` when asked), not as an object that repeats every
-        key: :func:`load_payload` gives readers the object back.
+        key; the type, and the role when it is ``user``, ``assistant``, ``tool`` or
+        ``system``, are stored as their number in a fixed list (``[7,3,42,0,0,1]``
+        is an assistant's message). :func:`load_payload` gives readers the object
+        back; a type or role stored as a string (another role, or a payload written
+        before these numbers) reads as that string.
         """
         tail = (
             f",{entry.seq},{entry.token_count},{int(entry.pinned)},"
-            f"{_text(entry.type.value)},{_text(entry.role)}"
+            f"{_coded(entry.type.value, _TYPE_CODES)},{_coded(entry.role, _ROLE_CODES)}"
         )
         if content:
             tail += "," + _text(entry.content)
@@ -148,10 +177,10 @@ class EntryAdded(Event):
         payload.update(
             entry_id=entry_id,
             pinned=bool(pinned),
-            role=role,
+            role=_decoded(role, _ENTRY_ROLES),
             seq=seq,
             token_count=token_count,
-            type=kind,
+            type=_decoded(kind, _ENTRY_TYPES),
         )
         return payload
 

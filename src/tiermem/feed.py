@@ -66,10 +66,12 @@ a memory); events older than ``MemoryConfig.event_retention`` (7 days) are
 deleted by ``prune_expired`` and ``tiermem events prune``.
 
 What the feed costs a write is kept small: an ``entry:added`` event (one per stored
-message) is stored as the array of its payload's values and delivered as the
-object above, and the event table has one index, the delivery order's. Retention
-reads a project's events in that order, once per run, rather than have every write
-maintain an index on age (``tiermem db upgrade`` drops the one earlier versions made).
+message) is stored with an empty kind and the array of its payload's values (its
+type and frequent roles as numbers), and delivered as the object above; on SQLite
+its time is an integer; and the event table has one index, the delivery order's.
+Retention reads a project's events in that order, once per run, rather than have
+every write maintain an index on age (``tiermem db upgrade`` drops the one earlier
+versions made, and applies the smaller row, migration 0017).
 """
 
 from __future__ import annotations
@@ -231,8 +233,8 @@ class ChangeFeed:
         one lock then come in their commit order. No signal is sent.
 
         Raises:
-            InvalidArgument: an event with a payload or session, or a kind without
-                a payload.
+            InvalidArgument: an event with a payload or session, a kind without a
+                payload, or an empty kind.
         """
         if isinstance(kind, Event):
             if payload is not None or session_id is not None:
@@ -242,6 +244,9 @@ class ChangeFeed:
             raise InvalidArgument(f"the event {kind!r} needs a payload")
         else:
             event = Recorded(kind, dict(payload), session_id)
+        if not event.kind:
+            # Stored, an empty kind is entry:added's (tiermem._storage.event_schema).
+            raise InvalidArgument("an event needs a kind")
         ops.record(self._context, conn, [event])
 
     async def aprune(self, older_than: timedelta | None = None) -> int:

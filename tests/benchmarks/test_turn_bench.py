@@ -29,3 +29,30 @@ def test_a_short_run_reports_every_contender_and_the_feed_cost(tmp_path: Path) -
         assert 0 < row["p50_us"] <= row["p95_us"] and row["cpu_p50_us"] > 0
     appends = report["appends"]
     assert appends["feed on"]["kib"] > appends["feed off"]["kib"] > 0
+
+
+def test_the_feed_cost_is_reported_on_both_backends_in_cpu_seconds(tmp_path: Path) -> None:
+    """The appends alone (no turns) report, per backend, wall and CPU seconds and a
+    database larger with the feed on than off."""
+    code = turn_bench.main(
+        [
+            "--turns",
+            "",
+            "--repeat",
+            "1",
+            "--appends",
+            "300",
+            "--backends",
+            "sqlite,postgres",
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    report = json.loads((tmp_path / "turn_bench.json").read_text())
+    assert report["turns"] == {}
+    for key in ("appends", "appends_postgres"):
+        on, off = report[key]["feed on"], report[key]["feed off"]
+        assert on["kib"] > off["kib"] > 0
+        for row in (on, off):
+            assert 0 < row["cpu_seconds"] and 0 < row["seconds"]

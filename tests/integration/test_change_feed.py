@@ -122,8 +122,9 @@ def test_content_only_when_asked(make_memory: MemoryFactory) -> None:
 def test_entry_events_are_written_with_their_entries(
     make_memory: MemoryFactory, clock: ManualClock, content: bool
 ) -> None:
-    """An append writes its entries' events with them, each payload stored as the
-    JSON array of the entry's values with the id the insert gave it and delivered as
+    """An append writes its entries' events with them, each stored with an empty kind
+    and its payload as the JSON array of the entry's values (type and role as their
+    numbers) with the id the insert gave it, and delivered as ``entry:added`` with
     the object, in seq order after the tier change it caused; on PostgreSQL in the
     entries' own INSERT statement."""
     memory = make_memory(config=MemoryConfig(event_content=content, auto_compress=False))
@@ -143,13 +144,12 @@ def test_entry_events_are_written_with_their_entries(
         sa.event.remove(memory.engine, "before_cursor_execute", seen)
     with memory.engine.connect() as conn:
         rows = conn.execute(
-            sa.text(
-                "SELECT kind, payload FROM tiermem_event WHERE kind = 'entry:added' ORDER BY id"
-            )
+            sa.text("SELECT kind, payload FROM tiermem_event WHERE kind = '' ORDER BY id")
         ).all()
     expected, delivered = [], []
     for entry in stored:
-        values = [entry.id, entry.seq, entry.token_count, 0, entry.type.value, entry.role]
+        # type 0 and role 0: a message, the user's
+        values: list[int | str] = [entry.id, entry.seq, entry.token_count, 0, 0, 0]
         payload = {
             "entry_id": entry.id,
             "seq": entry.seq,
@@ -458,7 +458,7 @@ def test_an_append_longer_than_a_statement_takes(make_memory: MemoryFactory) -> 
     assert [entry.seq for entry in stored] == list(range(1, count + 1))
     with memory.engine.connect() as conn:
         written = conn.execute(
-            sa.text("SELECT count(*) FROM tiermem_event WHERE kind = 'entry:added'")
+            sa.text("SELECT count(*) FROM tiermem_event WHERE kind = ''")
         ).scalar_one()
     assert written == count
 

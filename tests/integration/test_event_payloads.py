@@ -90,27 +90,34 @@ def test_every_kind_keeps_its_recorded_payload(
     make_memory: MemoryFactory, clock: ManualClock
 ) -> None:
     """The events of every kind are exactly those recorded, as the feed delivers them
-    and, but for ``entry:added``, as stored."""
+    and, but for ``entry:added`` (stored with an empty kind and its values' array),
+    as stored."""
     memory = make_memory(config=CONFIG, summarizer=FakeSummarizer())
     _scenario(memory, clock)
     recorded = (Path(__file__).parent / "event_payloads.jsonl").read_text(encoding="utf-8")
     expected = [tuple(json.loads(line)) for line in recorded.splitlines()]
     assert _delivered(memory) == expected
-    assert [row for row in _rows(memory) if row[0] != "entry:added"] == [
+    stored = _rows(memory)
+    assert [row[0] for row in stored if row[0] in ("", "entry:added")] == [""] * sum(
+        row[0] == "entry:added" for row in expected
+    )
+    assert [row for row in stored if row[0] != ""] == [
         row for row in expected if row[0] != "entry:added"
     ]
 
 
 def test_record_takes_an_event_or_a_kind_with_its_payload(make_memory: MemoryFactory) -> None:
     """``ChangeFeed.record`` writes an event of ``tiermem.events`` or an extension's
-    kind with its payload; an event with a payload or session of its own, or a kind
-    without a payload, is refused with nothing written."""
+    kind with its payload; an event with a payload or session of its own, a kind
+    without a payload, or an empty kind (the stored kind of ``entry:added``), is
+    refused with nothing written."""
     memory = make_memory()
     put = DocumentPut(("users", "ada"), "prefs")
     for call in (
         lambda conn: memory.feed.record(conn, put, {"key": "other"}),
         lambda conn: memory.feed.record(conn, put, session_id="s"),
         lambda conn: memory.feed.record(conn, "custom:thing"),
+        lambda conn: memory.feed.record(conn, "", {"key": "other"}),
     ):
         with pytest.raises(InvalidArgument):
             memory.database.run(call)

@@ -30,7 +30,7 @@ def _events(url: str) -> list[ChangeEvent]:
 
 def _stored(db: Engine) -> list[str]:
     with db.connect() as conn:
-        query = "SELECT payload FROM tiermem_event WHERE kind = 'entry:added' ORDER BY id"
+        query = "SELECT payload FROM tiermem_event WHERE kind IN ('', 'entry:added') ORDER BY id"
         return [str(payload) for payload in conn.execute(sa.text(query)).scalars()]
 
 

@@ -107,15 +107,32 @@ def test_an_entry_payload_splits_around_its_id() -> None:
 
 def test_an_entry_payload_is_stored_as_its_values() -> None:
     """An entry's event stores its values alone, not an object repeating each key,
-    and reads back as the object's JSON, keys sorted as before; a payload stored as
-    an object (by an earlier version) reads as it was."""
+    its type and role as numbers, and reads back as the object's JSON, keys sorted
+    as before; a payload stored as an object, or as an array of strings (by earlier
+    versions), reads as it was."""
     entry = dataclasses.replace(_entry(entry_id=7), pinned=True)
     (row,) = EntryAdded("s", entry).rows(True)
     whole = json.dumps(EntryAdded.payload(entry, True), separators=(",", ":"), sort_keys=True)
-    assert json.loads(row.payload) == [7, 3, 5, 1, "message", "user", 'say "hi" ü']
-    assert len(row.payload) < len(whole) - 40
+    assert json.loads(row.payload) == [7, 3, 5, 1, 0, 0, 'say "hi" ü']
+    assert len(row.payload) < len(whole) - 60
     assert json.dumps(load_payload(row.kind, row.payload), separators=(",", ":")) == whole
     assert load_payload(row.kind, whole) == EntryAdded.payload(entry, True)
+    spelled = '[7,3,5,1,"message","user","say \\"hi\\" \\u00fc"]'
+    assert load_payload(row.kind, spelled) == EntryAdded.payload(entry, True)
+
+
+@pytest.mark.parametrize("entry_type", list(EntryType))
+@pytest.mark.parametrize("role", ["user", "assistant", "tool", "system", "critic", "0"])
+def test_every_type_and_role_reads_back(entry_type: EntryType, role: str) -> None:
+    """Every entry type, and the four frequent roles, are stored as numbers; any other
+    role as its string (a role spelled like a number stays a string), and each reads
+    back as it was."""
+    entry = dataclasses.replace(_entry(), type=entry_type, role=role)
+    (row,) = EntryAdded("s", entry).rows(False)
+    values = json.loads(row.payload)
+    assert isinstance(values[4], int)
+    assert isinstance(values[5], int) == (role in ("user", "assistant", "tool", "system"))
+    assert load_payload(row.kind, row.payload) == EntryAdded.payload(entry, False)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ from sqlalchemy.engine import Connection
 
 from .._core.clock import as_utc
 from .document_schema import document_table
-from .event_schema import event_table
+from .event_schema import event_table, stored_kind, wire_kind
+from .events import walk
 from .layer_schema import item_table, scope_table
 from .schema import dialect_insert, entry_table, session_table
 from .tables import TABLES
@@ -300,7 +301,7 @@ EventContent = tuple[str, str | None, str, datetime]
 
 def event_content(row: Sequence[Any]) -> EventContent:
     """The content of an event row read by :func:`event_page`."""
-    return (str(row[2]), row[3], str(row[4]), as_utc(row[5]))
+    return (wire_kind(str(row[2])), row[3], str(row[4]), as_utc(row[5]))
 
 
 def event_page(
@@ -313,7 +314,7 @@ def event_page(
     and must not take its own events, not yet delivered, for missing ones."""
     query = (
         sa.select(V.xid, V.id, V.kind, V.session_id, V.payload, V.created_at)
-        .where(V.project == project, sa.tuple_(V.xid, V.id) > sa.tuple_(*after))
+        .where(*walk(conn, project, after))
         .order_by(V.xid, V.id)
         .limit(limit)
     )
@@ -333,7 +334,7 @@ def insert_events(conn: Connection, project: str, contents: Sequence[EventConten
         {
             "xid": xid,
             "project": project,
-            "kind": kind,
+            "kind": stored_kind(kind),
             "session_id": session_id,
             "payload": payload,
             "created_at": created_at,

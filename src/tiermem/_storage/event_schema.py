@@ -14,6 +14,19 @@
   earlier versions had).
 * ``tiermem_consumer``: the acknowledged position of each named consumer.
 
+An appended message writes one event, so the event row is kept small (migration
+0017):
+
+* ``kind`` is stored empty for ``entry:added`` (:data:`ENTRY_ADDED`): the kind of
+  every other row is its wire name, and readers give the wire name back
+  (:func:`wire_kind`);
+* on SQLite ``created_at`` holds the microseconds since the Unix epoch, an
+  integer of 8 bytes instead of a text of 26 (:class:`EventTime`);
+* on SQLite, where every ``xid`` is 0, the position index is on ``project``
+  alone: SQLite ends every index entry with its row's id, so the index is in
+  ``(project, id)`` order, the delivery order, without storing ``xid`` and ``id``
+  again.
+
 On PostgreSQL a statement trigger sends ``NOTIFY tiermem_event`` when events are
 inserted (by one transaction at a time: see :data:`NOTIFY_LOCK_KEY`), so followers
 wake at the commit instead of waiting for their poll interval.
@@ -21,22 +34,29 @@ wake at the commit instead of waiting for their poll interval.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 from sqlmodel import Field, SQLModel
 
+from .._core.clock import as_utc
 from .schema import utc_column
 
 __all__ = [
+    "ENTRY_ADDED",
     "NOTIFY_CHANNEL",
     "NOTIFY_TRIGGER",
+    "POSITION_INDEX",
     "ConsumerRow",
     "EventRow",
+    "EventTime",
     "consumer_table",
     "event_table",
     "install_notify",
+    "stored_kind",
+    "wire_kind",
 ]
 
 #: The channel PostgreSQL notifies when events commit.
@@ -47,6 +67,68 @@ NOTIFY_TRIGGER = "tiermem_event_notify"
 # A BIGINT primary key is not SQLite's rowid alias: keep INTEGER there.
 _BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
+#: The wire name of the kind stored empty (one event per appended message).
+ENTRY_ADDED = "entry:added"
+#: The name of the index in delivery order.
+POSITION_INDEX = "ix_tiermem_event_position"
+
+
+def stored_kind(kind: str) -> str:
+    """What the ``kind`` column holds for an event of ``kind``."""
+    return "" if kind == ENTRY_ADDED else kind
+
+
+def wire_kind(stored: str) -> str:
+    """The kind of an event whose ``kind`` column holds ``stored`` (rows written
+    before migration 0017 hold ``entry:added`` itself)."""
+    return stored or ENTRY_ADDED
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_micros(value: datetime) -> int:
+    """``value`` as microseconds since the Unix epoch (a naive time is UTC)."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // _MICROSECOND
+
+
+def from_micros(value: int) -> datetime:
+    """The UTC time ``value`` microseconds after the Unix epoch."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+class EventTime(sa.types.TypeDecorator[datetime]):
+    """An event's time: ``timestamptz`` on PostgreSQL; on SQLite the microseconds
+    since the Unix epoch as an integer.
+
+    The column is declared ``DATETIME`` on SQLite as before, whose numeric affinity
+    stores an integer as it is. A text time (a row an earlier version wrote, in a
+    database not migrated yet) still reads back as its time.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """On SQLite, the time's microseconds since the epoch."""
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return to_micros
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """On SQLite, the time of stored microseconds (or of an earlier version's text)."""
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+
+        def process(value: int | str) -> datetime:
+            if isinstance(value, int):
+                return from_micros(value)
+            return as_utc(datetime.fromisoformat(value))
+
+        return process
+
 
 class EventRow(SQLModel, table=True):
     """One change of the feed."""
@@ -56,7 +138,9 @@ class EventRow(SQLModel, table=True):
         # Readers walk a project in delivery order, and so does retention: events
         # are written about in the order of their age, so the oldest come first on
         # this walk, and a second index on age would cost every change's write.
-        sa.Index("ix_tiermem_event_position", "project", "xid", "id"),
+        sa.Index(POSITION_INDEX, "project", "xid", "id").ddl_if(dialect="postgresql"),
+        # SQLite's index entries end with the row's id, and every xid is 0 there.
+        sa.Index(POSITION_INDEX, "project").ddl_if(dialect="sqlite"),
         {"sqlite_autoincrement": True},
     )
 
@@ -66,7 +150,7 @@ class EventRow(SQLModel, table=True):
     session_id: str | None = Field(default=None, max_length=255)
     kind: str = Field(max_length=32)
     payload: str = Field(sa_type=sa.Text)
-    created_at: datetime = Field(sa_type=utc_column())
+    created_at: datetime = Field(sa_type=EventTime())
 
 
 class ConsumerRow(SQLModel, table=True):

@@ -3,7 +3,10 @@ a change's transaction, reading them in delivery order, consumers' positions,
 retention, and waiting for new events.
 
 A position is ``(xid, id)``. On SQLite writers are serialized, so ``xid`` is
-always 0 and ids follow commit order. On PostgreSQL ids follow the order
+always 0 and ids follow commit order: readers ask for ``xid = 0`` and ids after the
+position's, which SQLite finds on the position index whether it is the one on
+``project`` alone (:mod:`tiermem._storage.event_schema`) or the one on ``(project,
+xid, id)`` of a database not migrated yet. On PostgreSQL ids follow the order
 ``nextval`` was called, not commit order, so an event's ``xid`` is an ordering
 transaction id, :data:`ORDER_XID`: the writer's own transaction id or, when
 larger, the newest one that had completed when the statement writing the event
@@ -37,10 +40,17 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from .._core.clock import as_utc
 from ..errors import StorageUnavailable
 from ..types import MemoryEntry
 from . import _fast as _driver
-from .event_schema import NOTIFY_CHANNEL, consumer_table, event_table
+from .event_schema import (
+    NOTIFY_CHANNEL,
+    consumer_table,
+    event_table,
+    stored_kind,
+    wire_kind,
+)
 from .schema import dialect_insert
 
 __all__ = [
@@ -132,7 +142,7 @@ def entry_events_sql(
     events take one statement; events in seq order. Returns the SQL and its
     parameters."""
     server_time = not isinstance(announced.created_at, datetime)
-    args: list[Any] = [announced.project, announced.session_id, announced.kind]
+    args: list[Any] = [announced.project, announced.session_id, stored_kind(announced.kind)]
     if not server_time:
         args.append(announced.created_at)
     for seq, (head, tail) in zip(seqs, parts, strict=True):
@@ -164,7 +174,7 @@ def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any)
             {
                 "project": project,
                 "session_id": event.session_id,
-                "kind": event.kind,
+                "kind": stored_kind(event.kind),
                 "payload": event.payload,
                 "created_at": now,
             }
@@ -182,7 +192,7 @@ def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any)
         chunk = events[start : start + _PG_ROWS]
         args: list[Any] = []
         for event in chunk:
-            args += (project, event.session_id, event.kind, event.payload)
+            args += (project, event.session_id, stored_kind(event.kind), event.payload)
             if not server_time:
                 args.append(now)
         values = ", ".join([value] * len(chunk))
@@ -202,6 +212,21 @@ _PG_INSERT = (
 _SETTLED = sa.text("xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
 
 
+def walk(
+    conn: Connection, project: str, after: Position | None = None
+) -> list[sa.ColumnElement[bool]]:
+    """The conditions of ``project``'s events (after ``after``), to read in ``(xid,
+    id)`` order along the position index (see the module's docstring)."""
+    if conn.dialect.name != "sqlite":
+        if after is None:
+            return [V.project == project]
+        return [V.project == project, sa.tuple_(V.xid, V.id) > sa.tuple_(*after)]
+    xid, event_id = after or (0, 0)
+    if xid != 0:
+        return [sa.false()]  # every SQLite event has xid 0, before any such position
+    return [V.project == project, V.xid == 0, V.id > event_id]
+
+
 def read(
     conn: Connection, project: str, after: Position, limit: int, session_id: str | None = None
 ) -> list[StoredEvent]:
@@ -209,7 +234,7 @@ def read(
     PostgreSQL only those of settled transactions)."""
     statement = (
         sa.select(V.xid, V.id, V.session_id, V.kind, V.payload, V.created_at)
-        .where(V.project == project, sa.tuple_(V.xid, V.id) > sa.tuple_(*after))
+        .where(*walk(conn, project, after))
         .order_by(V.xid, V.id)
         .limit(limit)
     )
@@ -217,7 +242,10 @@ def read(
         statement = statement.where(V.session_id == session_id)
     if conn.dialect.name == "postgresql":
         statement = statement.where(_SETTLED)
-    return [StoredEvent(*row) for row in conn.execute(statement)]
+    return [
+        StoredEvent(xid, event_id, session, wire_kind(kind), payload, created_at)
+        for xid, event_id, session, kind, payload, created_at in conn.execute(statement)
+    ]
 
 
 def last_position(conn: Connection, project: str, *, settled: bool = True) -> Position:
@@ -227,7 +255,7 @@ def last_position(conn: Connection, project: str, *, settled: bool = True) -> Po
     the newest committed event, deliverable yet or not."""
     statement = (
         sa.select(V.xid, V.id)
-        .where(V.project == project)
+        .where(*walk(conn, project))
         .order_by(V.xid.desc(), V.id.desc())
         .limit(1)
     )
@@ -271,12 +299,27 @@ def prune(conn: Connection, project: str, before: Any, limit: int) -> int:
     than one before it, by another process's clock, is still found)."""
     oldest = (
         sa.select(V.id)
-        .where(V.project == project, V.created_at < before)
+        .where(*walk(conn, project), _older(conn, before))
         .order_by(V.xid, V.id)
         .limit(limit)
     )
     result = conn.execute(sa.delete(event_table).where(V.id.in_(oldest.scalar_subquery())))
     return int(result.rowcount)
+
+
+def _older(conn: Connection, before: Any) -> sa.ColumnElement[bool]:
+    """Events created before ``before``. On SQLite a database not migrated to 0017
+    yet also holds times as text, which SQLite sorts after every integer: those are
+    compared as text, the form their version wrote."""
+    older: sa.ColumnElement[bool] = V.created_at < before
+    if conn.dialect.name != "sqlite" or not isinstance(before, datetime):
+        return older
+    text = sa.literal(as_utc(before).strftime(_SQLITE_TEXT_TIME), sa.String())
+    return sa.or_(older, sa.and_(sa.func.typeof(V.created_at) == "text", V.created_at < text))
+
+
+#: The text SQLAlchemy wrote for a time on SQLite before migration 0017.
+_SQLITE_TEXT_TIME = "%Y-%m-%d %H:%M:%S.%f"
 
 
 def _conninfo(engine: Engine) -> str:
