@@ -37,6 +37,7 @@ from sqlalchemy.engine import Connection
 from .._core.clock import as_utc
 from ..tiers import DEFAULT_POLICY, MemoryTier, TierPolicy, tier_boost
 from ..types import SearchHit
+from . import _fast as _driver
 from . import fts
 from .rows import EntryRecord
 from .schema import entry_table, session_table
@@ -53,7 +54,9 @@ __all__ = [
     "pg_candidates",
     "rank",
     "recency_bonus",
+    "COMMON_FALLBACK",
     "COMMON_ROWS",
+    "SESSION_COMMON_ROWS",
     "entry_candidates",
     "entry_hits",
     "search_entries",
@@ -212,6 +215,12 @@ def rank(
 #: the session. A query of common words only ranks the newest entries holding them
 #: all (or, if none does, any of them).
 COMMON_ROWS = 1000
+#: Recall's own bound (:func:`_sqlite_session_candidates`): a word in more of the
+#: session's entries than this is common. Recall reads each word's rows, so the bound
+#: is its cost: twelve words of at most this many rows each.
+SESSION_COMMON_ROWS = 250
+#: A question of common words only is scored by its rarest few.
+COMMON_FALLBACK = 3
 
 _PG_CANDIDATES = """\
 SELECT {id}, extract(epoch FROM {created}), extract(epoch FROM {accessed}), {length}, {checks}
@@ -365,9 +374,7 @@ def _sqlite_entry_candidates(
     return [Candidate(row[0], row[1], row[2], row[3]) for row in rows]
 
 
-_IN_RANGE = sa.text(
-    f"SELECT rowid FROM {_NAME} WHERE {_NAME} MATCH :q AND rowid BETWEEN :low AND :high LIMIT :n"
-)
+_IN_RANGE_SQL = f"SELECT rowid FROM {_NAME} WHERE {_NAME} MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?"
 
 
 def _sqlite_session_candidates(
@@ -386,18 +393,25 @@ def _sqlite_session_candidates(
     that holds it in any session, a cost that grows with the project; here each
     word costs a read of the session's range only, and only the ``cap`` entries
     with the most informative words are read. Words in more than
-    :data:`COMMON_ROWS` of the session's entries are left out while rarer ones
-    match."""
+    :data:`SESSION_COMMON_ROWS` of the session's entries are left out while rarer
+    ones match; a question of common words only is scored by its
+    :data:`COMMON_FALLBACK` rarest."""
     low, high = fts.partition_range(session_pk)
     if last_id is not None:
         high = min(high, low + last_id)
-    limits = {"low": low, "high": high, "n": COMMON_ROWS + 1}
+    # Up to twelve statements a read: straight to the driver (SQLite's own).
     found = {
-        word: conn.execute(_IN_RANGE, {**limits, "q": fts.fts5_query(word)}).scalars().all()
+        word: [
+            rowid
+            for (rowid,) in _driver.execute_sql(
+                conn, _IN_RANGE_SQL, (fts.fts5_query(word), low, high, SESSION_COMMON_ROWS + 1)
+            ).fetchall()
+        ]
         for word in words
     }
-    present = [word for word in words if found[word]]
-    used = [word for word in present if len(found[word]) <= COMMON_ROWS] or present
+    present = sorted((word for word in words if found[word]), key=lambda w: len(found[w]))
+    rare = [word for word in present if len(found[word]) <= SESSION_COMMON_ROWS]
+    used = rare or present[:COMMON_FALLBACK]
     population = max(total, 1)
     idf = {
         word: math.log(1 + (population - len(found[word]) + 0.5) / (len(found[word]) + 0.5))
