@@ -209,6 +209,10 @@ SPECS: dict[str, Spec] = {
     "memory.clear_session": Spec(
         [call("s"), call("s"), call("unknown"), call("")], setup=conversation
     ),
+    "memory.rename_session": Spec(
+        [call("s", "t"), call("s", "t"), call("t", "t"), call("t", ""), call("t", "u")],
+        setup=conversation,
+    ),
     "memory.forget": Spec(
         [
             call(sessions=["s"], scopes=[SCOPE], dry_run=True),
