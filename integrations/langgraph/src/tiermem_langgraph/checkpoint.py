@@ -55,7 +55,7 @@ How a thread is kept (:mod:`tiermem.threads`):
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -344,24 +344,23 @@ class TieredSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (within each thread and namespace), read in pages."""
-        query = self._query(config, before)
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = remaining if remaining is not None and not filter else _PAGE
-            page = self.threads.read(replace(query, limit=min(size, _PAGE)))
-            for stored in page:
-                found = self._tuple(stored)
-                if not self._matches(found.metadata, filter):
-                    continue
-                yield found
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        return
-            if len(page) < min(size, _PAGE):
-                return
-            last = page[-1]
-            query = replace(query, after=(last.thread_id, last.checkpoint_ns, last.checkpoint_id))
+        pages = self._pages(config, filter, before, limit)
+        while (query := pages.next_query()) is not None:
+            yield from pages.take(self.threads.read(query))
+
+    def _pages(
+        self,
+        config: RunnableConfig | None,
+        wanted: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> _Pages:
+        """The pages of a listing (:meth:`list`, :meth:`alist`)."""
+
+        def keep(metadata: CheckpointMetadata) -> bool:
+            return self._matches(metadata, wanted)
+
+        return _Pages(self._query(config, before), limit, self._tuple, keep, bool(wanted))
 
     def put(
         self,
@@ -428,24 +427,10 @@ class TieredSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async :meth:`list`."""
-        query = self._query(config, before)
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = remaining if remaining is not None and not filter else _PAGE
-            page = await self.threads.aread(replace(query, limit=min(size, _PAGE)))
-            for stored in page:
-                found = self._tuple(stored)
-                if not self._matches(found.metadata, filter):
-                    continue
+        pages = self._pages(config, filter, before, limit)
+        while (query := pages.next_query()) is not None:
+            for found in pages.take(await self.threads.aread(query)):
                 yield found
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        return
-            if len(page) < min(size, _PAGE):
-                return
-            last = page[-1]
-            query = replace(query, after=(last.thread_id, last.checkpoint_ns, last.checkpoint_id))
 
     async def aput(
         self,
@@ -505,3 +490,50 @@ class TieredSaver(BaseCheckpointSaver[str]):
         else:
             number = int(str(current).split(".")[0])
         return f"{number + 1:016}.{random.getrandbits(32):08x}"
+
+
+class _Pages:
+    """The paging of :meth:`TieredSaver.list` and ``alist``: which page to read next
+    and which of its checkpoints to yield, at most ``limit`` in all (a filter is
+    checked in Python, so filtered pages are read whole)."""
+
+    def __init__(
+        self,
+        query: CheckpointQuery,
+        limit: int | None,
+        to_tuple: Callable[[StoredCheckpoint], CheckpointTuple],
+        keep: Callable[[CheckpointMetadata], bool],
+        filtered: bool,
+    ) -> None:
+        self._query, self._remaining = query, limit
+        self._to_tuple, self._keep, self._filtered = to_tuple, keep, filtered
+        self._size = 0
+        self._done = False
+
+    def next_query(self) -> CheckpointQuery | None:
+        """The query of the next page; ``None`` when the listing is over."""
+        if self._done or (self._remaining is not None and self._remaining <= 0):
+            return None
+        left = self._remaining if self._remaining is not None and not self._filtered else _PAGE
+        self._size = min(left, _PAGE)
+        return replace(self._query, limit=self._size)
+
+    def take(self, page: Sequence[StoredCheckpoint]) -> list[CheckpointTuple]:
+        """The checkpoints of ``page`` to yield, in order."""
+        taken: list[CheckpointTuple] = []
+        for stored in page:
+            found = self._to_tuple(stored)
+            if not self._keep(found.metadata):
+                continue
+            taken.append(found)
+            if self._remaining is not None:
+                self._remaining -= 1
+                if self._remaining == 0:
+                    return taken
+        if len(page) < self._size:
+            self._done = True
+        elif page:
+            last = page[-1]
+            after = (last.thread_id, last.checkpoint_ns, last.checkpoint_id)
+            self._query = replace(self._query, after=after)
+        return taken
