@@ -114,3 +114,20 @@ def test_a_block_that_fits_goes_beside_the_context_a_plain_read_gets(
     assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
     assert [m for m in messages if RECALL_MARKER not in m.additional_kwargs] == plain
     assert messages[-2].additional_kwargs.get(RECALL_MARKER)
+
+
+def test_a_hit_holding_what_a_like_message_lacks_for_the_question_is_recalled(
+    make_memory: MemoryFactory,
+) -> None:
+    """Most words of the old line are those of a line shown, but not the words it has
+    for the question (the city, the hotel): it still comes back."""
+    memory = _memory(make_memory)
+    old = "We booked 5 nights in Tallinn at the Bellevue hotel near the harbour, rooms nice."
+    memory.add_user_message("s", old)
+    _filler(memory, 60)
+    memory.add_user_message("s", "We booked 3 nights at a hostel near the harbour, rooms nice.")
+    memory.add_assistant_message("s", "A hostel by the harbour sounds lovely.")
+    memory.add_user_message("s", "Which hotel did we book in Tallinn?")
+    assert memory.get_entries("s")[0].compressed
+    block = _block(memory.get_messages("s"))
+    assert block is not None and old in block

@@ -239,17 +239,19 @@ RELEVANCE_FLOOR = 0.25
 #: A hit at least this share of whose words the query holds restates it (the same
 #: message said again, or its template with other names and numbers).
 RESTATED = 0.5
-#: A hit whose words and a shown message's overlap at least this much (the share of
-#: the words of either that both hold, their Jaccard similarity) is like that message.
+#: A hit is like a shown message when the message holds the words of the question the
+#: hit holds and the two overlap at least this much (the share of the words of either
+#: that both hold, their Jaccard similarity): the model already has its like.
 ALIKE = 0.4
 
 
 def news(hits: list[SearchHit], query: str, view: Sequence[BaseMessage]) -> list[SearchHit]:
     """The hits that tell the model something it does not have: those neither
-    restating ``query`` (:data:`RESTATED`) nor like a message that ``view``, the
-    context the block goes with, shows word for word (:data:`ALIKE`; its summary
-    does not count). A block of what the context already says would cost its
-    tokens, and a prompt cache the prefix after its place, for next to nothing."""
+    restating ``query`` (:data:`RESTATED`) nor like a message that ``view`` (the
+    context before the question, as cut for the block) shows word for word
+    (:data:`ALIKE`; its summary does not count). A block of what the context
+    already says would cost its tokens, and a prompt cache the prefix after its
+    place, for next to nothing."""
     if not hits:
         return hits
     said = set(fts.query_words(query, None))
@@ -271,8 +273,9 @@ def news(hits: list[SearchHit], query: str, view: Sequence[BaseMessage]) -> list
         for word in words:
             for index in holding.get(word, ()):
                 common[index] = common.get(index, 0) + 1
+        answers = words & said  # what the hit has for the question
         if not any(
-            both >= ALIKE * (len(words) + len(shown[index]) - both)
+            both >= ALIKE * (len(words) + len(shown[index]) - both) and answers <= shown[index]
             for index, both in common.items()
         ):
             out.append(hit)
@@ -431,7 +434,7 @@ def render_recalled(
         budget,
         left_out,
         whole_left_out,
-        _earlier(plain),
+        _earlier(shown),
     )
     if recalled is None:
         return plain
