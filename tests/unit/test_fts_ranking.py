@@ -160,3 +160,13 @@ def test_tier_boost_matches_calculate_tier_at_the_boundaries(age: timedelta) -> 
     candidate = _candidate(1, 1, created=OLD, accessed=NOW - age)
     ((_, score),) = rank([candidate], NOW, DEFAULT_POLICY, 1)
     assert score == pytest.approx(1.0 + tier_boost(calculate_tier(NOW - age, NOW)))
+
+
+def test_a_floor_leaves_out_candidates_far_weaker_than_the_best() -> None:
+    """With ``floor``, a candidate under that share of the best relevance is left out,
+    however fresh; one at or above it stays."""
+    weak_but_fresh = _candidate(3, 2.0, created=NOW, accessed=NOW)
+    candidates = [_candidate(1, 10.0), _candidate(2, 4.0), weak_but_fresh]
+    assert [c.id for c, _ in rank(candidates, NOW, DEFAULT_POLICY, 10)] == [3, 1, 2]
+    ranked = rank(candidates, NOW, DEFAULT_POLICY, 10, floor=0.3)
+    assert [c.id for c, _ in ranked] == [1, 2]

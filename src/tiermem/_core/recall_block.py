@@ -34,6 +34,7 @@ __all__ = [
     "newest_question",
     "recall_message",
     "recall_section",
+    "without",
 ]
 
 #: ``additional_kwargs`` key of the recalled block: the ids of the entries it shows.
@@ -49,11 +50,30 @@ _MIN_BLOCK = 32
 
 class Recalled(NamedTuple):
     """What a block shows: the entries' ids, the lines (time order) and the layer
-    items' ids."""
+    items' ids; ``keys`` names what each line shows (its source and id) and
+    ``visible`` holds the ids of its entries that the context at the whole budget
+    shows (see :func:`without`)."""
 
     ids: list[int]
     lines: list[str]
     items: tuple[int, ...] = ()
+    keys: tuple[tuple[str, int], ...] = ()
+    visible: frozenset[int] = frozenset()
+
+
+def without(recalled: Recalled, ids: frozenset[int]) -> Recalled:
+    """``recalled`` less the lines of the entries ``ids``."""
+    kept = [
+        (key, text)
+        for key, text in zip(recalled.keys, recalled.lines, strict=True)
+        if not (key[0] == "entry" and key[1] in ids)
+    ]
+    return Recalled(
+        [key[1] for key, _ in kept if key[0] == "entry"],
+        [text for _, text in kept],
+        tuple(key[1] for key, _ in kept if key[0] != "entry"),
+        tuple(key for key, _ in kept),
+    )
 
 
 class Line(NamedTuple):
@@ -143,6 +163,7 @@ def choose(
         [line.id for line in chosen if line.source == "entry"],
         [line.text for line in chosen],
         tuple(line.id for line in chosen if line.source != "entry"),
+        tuple((line.source, line.id) for line in chosen),
     )
 
 

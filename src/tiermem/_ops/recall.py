@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -22,7 +22,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from .._core.budget import OMITTED_MARKER, WindowEntry, head_upper_bound
 from .._core.clock import as_utc
 from .._core.context import MemoryContext
-from .._core.messages import SUMMARY_MARKER
+from .._core.messages import SUMMARY_MARKER, render_text
 from .._core.recall_block import (
     RECALL_HEADER,
     Line,
@@ -35,8 +35,15 @@ from .._core.recall_block import (
     newest_question,
     recall_message,
     recall_section,
+    without,
 )
-from .._core.render import SUMMARY_HEADER, SummaryText, provider_order, render_messages
+from .._core.render import (
+    SUMMARY_HEADER,
+    SummaryText,
+    is_summary_message,
+    provider_order,
+    render_messages,
+)
 from .._core.runner import Op
 from .._storage import fts, items, store
 from .._storage.database import Connection
@@ -89,12 +96,17 @@ def recall(
     entries: list[WindowEntry],
     budget: int,
     left_out: int = 0,
+    whole_left_out: int | None = None,
+    view: Sequence[BaseMessage] = (),
 ) -> Op[Recalled | None]:
     """The entries to recall for ``query`` (default: the newest human message of
     ``entries``) within ``budget`` tokens of block, or ``None`` when there is
     nothing to search or no room. Out of view are the compressed entries, the
     ``left_out`` oldest active ones the budget cut from the context and, with
-    ``recall_scope="project"``, other sessions' entries."""
+    ``recall_scope="project"``, other sessions' entries. Only hits with news for
+    ``view``, the context the block goes with, are recalled (see :func:`news`).
+    With ``whole_left_out`` (what the context at the whole budget leaves out),
+    ``visible`` holds the recalled entries that context shows."""
     config = ctx.config
     text = newest_question(entries) if query is None else query
     project_wide = config.recall_scope == "project"
@@ -111,23 +123,40 @@ def recall(
     def work(conn: Connection) -> Recalled:
         words = key_words(text)
         cut = store.left_out_until(conn, ctx.project, session_id, left_out)
+        whole_cut = cut
+        if whole_left_out is not None and whole_left_out != left_out:
+            whole_cut = store.left_out_until(conn, ctx.project, session_id, whole_left_out)
         # Only what is out of view is searched: the pool is not spent on the window.
         last_id = (
             None if project_wide else store.out_of_view_last_id(conn, ctx.project, session_id, cut)
         )
         hits: list[SearchHit] = []
         if project_wide or last_id is not None:
-            hits = find(ctx, conn, words, scope, pool, vector, now, last_id, local=True)
+            # Across a project the search also finds what is in view (the question
+            # itself, first of all): no floor there, which would be set by it.
+            floor = 0.0 if project_wide else RELEVANCE_FLOOR
+            hits = find(ctx, conn, words, scope, pool, vector, now, last_id, True, floor)
             hits = [hit for hit in hits if _out_of_view(hit.entry, session_id, cut)]
+            hits = news(hits, text, view)
             if config.recall_window:
                 hits = with_windows(conn, ctx.project, hits, config.recall_window)
         entry_lines = _candidates(hits, session_id, cut, limit, ctx)
         item_lines = layer_lines(ctx, conn, words, pool, now, limit)
-        return choose(
+        chosen = choose(
             _interleaved(entry_lines, item_lines),
             budget,
             lambda lines: counter.count_message(HumanMessage("\n".join([RECALL_HEADER, *lines]))),
         )
+        if whole_cut == cut:
+            return chosen
+        shown = {
+            entry.id
+            for hit in hits
+            for entry in (hit.window or (hit.entry,))
+            if not _out_of_view(entry, session_id, whole_cut)
+        }
+        visible = frozenset(shown.intersection(chosen.ids))
+        return Recalled(chosen.ids, chosen.lines, chosen.items, chosen.keys, visible)
 
     on_pg = ctx.database.is_postgres
     try:
@@ -162,13 +191,15 @@ def find(
     now: datetime,
     last_id: int | None = None,
     local: bool = False,
+    floor: float = 0.0,
 ) -> list[SearchHit]:
     """The memory's search in ``conn``: BM25, fused with similarity to ``vector`` when
     the memory has embeddings; entries pending indexing are indexed first. With
     ``session_id``, ``last_id`` bounds the session's entries searched and ``local``
     scores words by the session's own statistics (SQLite; see
     :func:`tiermem._storage.search.search_entries`): recall asks for both, while
-    ``search()`` keeps the index-wide BM25 its documented figures were measured with."""
+    ``search()`` keeps the index-wide BM25 its documented figures were measured with.
+    ``floor``: only the hits scoring at least that share of the best one's."""
     fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
     policy, embedder = ctx.config.tier_policy, ctx.embedder
     if vector is None or embedder is None:
@@ -182,6 +213,7 @@ def find(
             policy=policy,
             last_id=last_id,
             local=local,
+            floor=floor,
         )
     from .._storage import hybrid  # numpy: only for a memory with embeddings
 
@@ -196,7 +228,58 @@ def find(
         policy=policy,
         dense_query=dense,
         last_id=last_id,
+        floor=floor,
     )
+
+
+#: Within a session a recall keeps only the hits scoring at least this share of the
+#: best hit's (BM25, or its fusion with similarity): a hit sharing a common word or
+#: two with the question is no reason to add a block.
+RELEVANCE_FLOOR = 0.25
+#: A hit at least this share of whose words the query holds restates it (the same
+#: message said again, or its template with other names and numbers).
+RESTATED = 0.5
+#: A hit is like a shown message when the message holds the words of the question the
+#: hit holds and the two overlap at least this much (the share of the words of either
+#: that both hold, their Jaccard similarity): the model already has its like.
+ALIKE = 0.4
+
+
+def news(hits: list[SearchHit], query: str, view: Sequence[BaseMessage]) -> list[SearchHit]:
+    """The hits that tell the model something it does not have: those neither
+    restating ``query`` (:data:`RESTATED`) nor like a message that ``view`` (the
+    context before the question, as cut for the block) shows word for word
+    (:data:`ALIKE`; its summary does not count). A block of what the context
+    already says would cost its tokens, and a prompt cache the prefix after its
+    place, for next to nothing."""
+    if not hits:
+        return hits
+    said = set(fts.query_words(query, None))
+    shown: list[set[str]] = []
+    holding: dict[str, list[int]] = {}  # word -> the shown messages holding it
+    for message in view:
+        if is_summary_message(message):
+            continue  # a summary is what loses the details recall brings back
+        words = set(fts.query_words(render_text(message), None))
+        for word in words:
+            holding.setdefault(word, []).append(len(shown))
+        shown.append(words)
+    out = []
+    for hit in hits:
+        words = set(fts.query_words(render_text(hit.entry.message), None))
+        if words and len(words & said) >= RESTATED * len(words):
+            continue
+        common: dict[int, int] = {}
+        for word in words:
+            for index in holding.get(word, ()):
+                common[index] = common.get(index, 0) + 1
+        answers = words & said  # what the hit has for the question
+        if not any(
+            both >= ALIKE * (len(words) + len(shown[index]) - both) and answers <= shown[index]
+            for index, both in common.items()
+        ):
+            out.append(hit)
+    return out
 
 
 #: Words of a question a recall searches for: its longest ones (the rarer, mostly).
@@ -311,6 +394,7 @@ def render_recalled(
         for message in provider_order([entry.message for entry in entries])
         if id(message) not in stored
     ]
+    extra = sum(counter.count_message(message) for message in stand_ins)
     budget = block_budget(
         config.max_tokens,
         config.recall_share,
@@ -318,26 +402,60 @@ def render_recalled(
         [s.token_count for s in summaries],
         entries,
         SUMMARY_HEADER + "\n",
-        sum(counter.count_message(message) for message in stand_ins),
+        extra,
     )
-    # The context is cut for the block by its budget, not by its size, which changes
-    # with every question: the cut (and the prefix a cache serves) stays put.
+    # Where the block goes beside the context at the whole budget, the context's
+    # prefix is the one a read without a block has: a prompt cache serves it whether
+    # or not the reads before and after this one have a block. Only a block that does
+    # not fit there cuts the context, by the block's budget rather than its size
+    # (which changes with every question), so that the cut stays put.
     shown = render_messages(
         summaries, entries, max_tokens=config.max_tokens - budget, counter=counter
     )
-    plain: list[BaseMessage] | None = None  # the context at the whole budget
+    # The stored counts bound the context when nothing is cut; where it fits the
+    # budget less the block's, the context at the whole budget is the same one.
+    size = whole + sum(entry.tokens for entry in entries) + extra
+    plain = (
+        shown
+        if size <= config.max_tokens - budget
+        else render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+    )
     marked = bool(shown) and OMITTED_MARKER in shown[0].additional_kwargs
-    if not marked:  # rendered at the whole budget only where the note may give way
-        plain = render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
-        if _hides_more(shown, plain):  # the block's room would cost the note: no block
-            return plain
+    if not marked and _hides_more(shown, plain):  # the block's room would cost the note
+        return plain
     left_out = shown[0].additional_kwargs.get(OMITTED_MARKER, 0) if marked else 0
-    recalled = yield from recall(ctx, session_id, query, summaries, entries, budget, left_out)
-    if recalled is not None:
-        return insert_block(shown, recall_message(recalled))
-    if plain is None:
-        plain = render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
-    return plain
+    whole_left_out = plain[0].additional_kwargs.get(OMITTED_MARKER, 0) if plain else 0
+    recalled = yield from recall(
+        ctx,
+        session_id,
+        query,
+        summaries,
+        entries,
+        budget,
+        left_out,
+        whole_left_out,
+        _earlier(shown),
+    )
+    if recalled is None:
+        return plain
+    beside = without(recalled, recalled.visible)  # what the whole context shows anyway
+    if not (beside.ids or beside.items):
+        return plain
+    block = recall_message(beside)
+    if size > config.max_tokens:
+        size = counter.count_messages(plain)
+    if size + counter.count_message(block) <= config.max_tokens:
+        return insert_block(plain, block)
+    return insert_block(shown, recall_message(recalled))
+
+
+def _earlier(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` before the current turn (its newest human message): what a hit
+    may be like; the question itself is what it answers."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage) and not is_summary_message(messages[index]):
+            return messages[:index]
+    return messages
 
 
 def _hides_more(shown: list[BaseMessage], plain: list[BaseMessage]) -> bool:
@@ -365,7 +483,8 @@ def text_with_recall(
     budget = block_budget(
         config.max_tokens, config.recall_share, counter, summary_tokens, window, ""
     )
-    recalled = yield from recall(ctx, session_id, query, summaries, window, budget)
+    view = _earlier([entry.message for entry in window])
+    recalled = yield from recall(ctx, session_id, query, summaries, window, budget, view=view)
     if recalled is None:
         return render(summaries, entries, config.max_tokens)
     section = recall_section(recalled.lines)

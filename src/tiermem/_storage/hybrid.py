@@ -120,9 +120,11 @@ def search_entries(
     policy: TierPolicy,
     dense_query: DenseQuery,
     last_id: int | None = None,
+    floor: float = 0.0,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) best matching ``query``, by words
-    and by meaning, best first (see the module docstring)."""
+    and by meaning, best first (see the module docstring); with ``floor``, only
+    those whose relevance is at least that share of the best one's."""
     counts: list[Any] = session_counts(conn, project, session_id)
     if not counts:
         return []
@@ -150,5 +152,5 @@ def search_entries(
         for entry_id, score in fused.items()
         if entry_id in times
     ]
-    ranked = rank(candidates, as_utc(now), policy, limit, recency=RECENCY_BONUS)
+    ranked = rank(candidates, as_utc(now), policy, limit, recency=RECENCY_BONUS, floor=floor)
     return entry_hits(conn, ranked)

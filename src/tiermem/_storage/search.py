@@ -180,9 +180,12 @@ def rank(
     limit: int,
     *,
     recency: float = RECENCY_BONUS,
+    floor: float = 0.0,
 ) -> list[tuple[Candidate, float]]:
     """The best ``limit`` candidates with their scores (see the module docstring);
-    ``recency`` is the largest recency bonus (hybrid search's is smaller)."""
+    ``recency`` is the largest recency bonus (hybrid search's is smaller). With
+    ``floor``, a candidate whose relevance is under ``floor`` of the best one's is
+    left out, whatever its bonuses."""
     if not candidates:
         return []
     ordered = sorted(candidates, key=lambda candidate: candidate.relevance, reverse=True)
@@ -193,6 +196,8 @@ def rank(
     scored: list[tuple[float, int, Candidate]] = []
     for candidate in ordered:
         relevance = candidate.relevance / best
+        if relevance < floor:  # ordered: every later candidate is under it too
+            break
         # Bonuses are bounded: once relevance + the largest bonus cannot reach the
         # current limit-th score, no less relevant candidate can either.
         if len(scored) >= limit and relevance + most < scored[0][0]:
@@ -514,6 +519,7 @@ def _ranked_entries(
     policy: TierPolicy,
     last_id: int | None = None,
     local: bool = False,
+    floor: float = 0.0,
 ) -> list[tuple[Candidate, float]]:
     if local and conn.dialect.name == "sqlite" and session_pk is not None:
         entries, tokens = counts[0][1], counts[0][2]
@@ -521,16 +527,16 @@ def _ranked_entries(
         found = _sqlite_session_candidates(
             conn, words, session_pk, last_id, entries, tokens / max(entries, 1), cap
         )
-        return rank(found, now, policy, limit)
+        return rank(found, now, policy, limit, floor=floor)
     if conn.dialect.name == "sqlite" and session_pk is not None:
         # Read the session's best matches first: most searches need no more.
         cap = min(max(4 * limit, 100), _MAX_CAP)
         candidates = entry_candidates(conn, project, words, counts, session_pk, cap, last_id)
-        ranked = rank(candidates, now, policy, limit)
+        ranked = rank(candidates, now, policy, limit, floor=floor)
         if len(candidates) < cap or _exact(candidates, ranked):
             return ranked
     found = entry_candidates(conn, project, words, counts, session_pk, None, last_id)
-    return rank(found, now, policy, limit)
+    return rank(found, now, policy, limit, floor=floor)
 
 
 def session_counts(conn: Connection, project: str, session_id: str | None) -> list[Any]:
@@ -569,6 +575,7 @@ def search_entries(
     policy: TierPolicy = DEFAULT_POLICY,
     last_id: int | None = None,
     local: bool = False,
+    floor: float = 0.0,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) containing any word of ``query``,
     compressed originals included, best first.
@@ -580,6 +587,8 @@ def search_entries(
         local: with ``session_id`` on SQLite, score by the session's own statistics,
             at a cost flat in the project's size (see
             :func:`_sqlite_session_candidates`).
+        floor: leave out the entries whose BM25 is under this share of the best
+            match's (see :func:`rank`).
     """
     found = fts.query_words(query)
     if not found:
@@ -590,6 +599,6 @@ def search_entries(
     session_pk = counts[0][0] if session_id is not None else None
     moment = as_utc(now or datetime.now(UTC))
     ranked = _ranked_entries(
-        conn, project, found, counts, session_pk, limit, moment, policy, last_id, local
+        conn, project, found, counts, session_pk, limit, moment, policy, last_id, local, floor
     )
     return entry_hits(conn, ranked)

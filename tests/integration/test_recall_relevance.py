@@ -1,0 +1,133 @@
+"""What a recalled block holds and where it goes: only hits that match the query
+well enough and tell the model something its context does not (neither restating
+the question nor like a message shown word for word), and, where it fits, beside
+the context a read without a block gets, so that its prefix is the same."""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage
+
+from tiermem import RECALL_MARKER, ConversationMemory, MemoryConfig
+from tiermem.testing import FakeSummarizer
+
+from ..conftest import MemoryFactory
+
+CONFIG = MemoryConfig(max_tokens=800)
+FACT = "My sister Ana works at a bakery called Pastelaria Rosa, near the old harbour."
+WEEKENDS = [
+    "We hiked the ridge trail above the lake last weekend.",
+    "My cousin painted the garden fence green over the weekend.",
+    "The football club held a charity match on the weekend.",
+    "Our neighbours threw a loud barbecue party all weekend.",
+]
+
+
+def _filler(memory: ConversationMemory, turns: int, sid: str = "s") -> None:
+    for turn in range(turns):
+        memory.add_user_message(sid, f"Garden question {turn}: should I water tomato {turn} daily?")
+        memory.add_assistant_message(sid, f"Water tomato {turn} every other morning.")
+
+
+def _block(messages: list[BaseMessage]) -> str | None:
+    found = [str(m.content) for m in messages if RECALL_MARKER in m.additional_kwargs]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def _memory(make_memory: MemoryFactory) -> ConversationMemory:
+    return make_memory(config=CONFIG, summarizer=FakeSummarizer())
+
+
+def test_hits_far_weaker_than_the_best_are_left_out(make_memory: MemoryFactory) -> None:
+    """The fact matches four of the question's words; the weekend lines only its one
+    common word: the block holds the fact alone."""
+    memory = _memory(make_memory)
+    memory.add_user_message("s", FACT)
+    for line in WEEKENDS:
+        memory.add_user_message("s", line)
+    _filler(memory, 60)
+    assert memory.get_entries("s")[0].compressed
+    messages = memory.get_messages(
+        "s", query="Which bakery does my sister Ana work at this weekend?"
+    )
+    block = _block(messages)
+    assert block is not None and FACT in block
+    assert not any(line in block for line in WEEKENDS)
+
+
+def test_a_message_said_again_is_not_recalled(make_memory: MemoryFactory) -> None:
+    """Asking the same thing again brings no block: its earlier copy tells the model
+    nothing the newest message does not."""
+    memory = _memory(make_memory)
+    question = "Any tips for sleeping better? I wake up at four every night."
+    memory.add_user_message("s", question)
+    memory.add_assistant_message("s", "Keep the room cool and dark, and avoid screens.")
+    _filler(memory, 60)
+    assert memory.get_entries("s")[0].compressed
+    memory.add_user_message("s", question)
+    assert _block(memory.get_messages("s")) is None
+
+
+def test_a_hit_like_a_message_in_view_is_not_recalled(make_memory: MemoryFactory) -> None:
+    """An old line of the same shape as one the context shows word for word (other
+    numbers, same words) is left out; an old line unlike anything shown comes back."""
+    memory = _memory(make_memory)
+    old = "Paid 46 euros for new running shoes, the old ones lasted 6 months."
+    unlike = "The running club meets by the river every Thursday at seven."
+    memory.add_user_message("s", old)
+    memory.add_user_message("s", unlike)
+    _filler(memory, 60)
+    memory.add_user_message(
+        "s", "Paid 82 euros for new running shoes, the old ones lasted 9 months."
+    )
+    memory.add_assistant_message("s", "Nine months is about what running shoes last.")
+    memory.add_user_message("s", "When should I replace my running shoes?")
+    assert memory.get_entries("s")[0].compressed
+    messages = memory.get_messages("s")
+    block = _block(messages)
+    assert block is not None and unlike in block
+    assert old not in block
+
+
+def test_a_block_that_fits_goes_beside_the_context_a_plain_read_gets(
+    make_memory: MemoryFactory,
+) -> None:
+    """The context is over the budget less the block's share, but the block fits in
+    what it leaves: the read is the plain read with the block added, so the prefix
+    a prompt cache serves is the same whether or not a block comes."""
+    memory = _memory(make_memory)
+    memory.add_user_message("s", FACT)
+    _filler(memory, 60)
+    assert memory.get_entries("s")[0].compressed
+    for turn in range(60, 200):
+        plain = memory.get_messages("s", query="")
+        if memory.counter.count_messages(plain) > CONFIG.max_tokens * (1 - CONFIG.recall_share):
+            break
+        memory.add_user_message("s", f"Garden question {turn}: should I water tomato {turn}?")
+        memory.add_assistant_message("s", f"Water tomato {turn} every other morning.")
+    memory.add_user_message("s", "Which bakery does my sister Ana work at?")
+    plain = memory.get_messages("s", query="")
+    assert memory.counter.count_messages(plain) > CONFIG.max_tokens * (1 - CONFIG.recall_share)
+    messages = memory.get_messages("s")
+    block = _block(messages)
+    assert block is not None and FACT in block
+    assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
+    assert [m for m in messages if RECALL_MARKER not in m.additional_kwargs] == plain
+    assert messages[-2].additional_kwargs.get(RECALL_MARKER)
+
+
+def test_a_hit_holding_what_a_like_message_lacks_for_the_question_is_recalled(
+    make_memory: MemoryFactory,
+) -> None:
+    """Most words of the old line are those of a line shown, but not the words it has
+    for the question (the city, the hotel): it still comes back."""
+    memory = _memory(make_memory)
+    old = "We booked 5 nights in Tallinn at the Bellevue hotel near the harbour, rooms nice."
+    memory.add_user_message("s", old)
+    _filler(memory, 60)
+    memory.add_user_message("s", "We booked 3 nights at a hostel near the harbour, rooms nice.")
+    memory.add_assistant_message("s", "A hostel by the harbour sounds lovely.")
+    memory.add_user_message("s", "Which hotel did we book in Tallinn?")
+    assert memory.get_entries("s")[0].compressed
+    block = _block(memory.get_messages("s"))
+    assert block is not None and old in block
