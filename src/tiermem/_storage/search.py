@@ -220,12 +220,9 @@ def rank(
 #: the session. A query of common words only ranks the newest entries holding them
 #: all (or, if none does, any of them).
 COMMON_ROWS = 1000
-#: Recall's own bound (:func:`_sqlite_session_candidates`): a word in more of the
-#: session's entries than this is common. Recall reads each word's rows, so the bound
-#: is its cost: twelve words of at most this many rows each.
-SESSION_COMMON_ROWS = 250
-#: A question of common words only is scored by its rarest few.
-COMMON_FALLBACK = 3
+#: Recall's bound on a word's rows in the session, and so its cost; a question of
+#: common words only is scored by its rarest few (:func:`_sqlite_session_candidates`).
+SESSION_COMMON_ROWS, COMMON_FALLBACK = 250, 3
 
 _PG_CANDIDATES = """\
 SELECT {id}, extract(epoch FROM {created}), extract(epoch FROM {accessed}), {length}, {checks}
@@ -404,16 +401,7 @@ def _sqlite_session_candidates(
     low, high = fts.partition_range(session_pk)
     if last_id is not None:
         high = min(high, low + last_id)
-    # Up to twelve statements a read: straight to the driver (SQLite's own).
-    found = {
-        word: [
-            rowid
-            for (rowid,) in _driver.execute_sql(
-                conn, _IN_RANGE_SQL, (fts.fts5_query(word), low, high, SESSION_COMMON_ROWS + 1)
-            ).fetchall()
-        ]
-        for word in words
-    }
+    found = {word: _rows_holding(conn, word, low, high) for word in words}
     present = sorted((word for word in words if found[word]), key=lambda w: len(found[w]))
     rare = [word for word in present if len(found[word]) <= SESSION_COMMON_ROWS]
     used = rare or present[:COMMON_FALLBACK]
@@ -442,6 +430,13 @@ def _sqlite_session_candidates(
         score = weight[entry_id] * (BM25_K1 + 1) / (1 + norm)
         out.append(Candidate(entry_id, epoch(created), epoch(accessed), score))
     return out
+
+
+def _rows_holding(conn: Connection, word: str, low: int, high: int) -> list[int]:
+    """Up to :data:`SESSION_COMMON_ROWS` + 1 rowids of ``word`` between ``low`` and
+    ``high``: a dozen such statements a read, so straight to the driver."""
+    query = (fts.fts5_query(word), low, high, SESSION_COMMON_ROWS + 1)
+    return [row[0] for row in _driver.execute_sql(conn, _IN_RANGE_SQL, query)]
 
 
 def _exact(candidates: Sequence[Candidate], ranked: Sequence[tuple[Candidate, float]]) -> bool:
