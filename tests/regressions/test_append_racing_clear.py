@@ -27,14 +27,15 @@ DEADLINE = 30.0  # seconds: generous, every wait below ends as soon as its condi
 
 
 def _pausing(
-    real: Callable[..., Any], owner: Callable[[], threading.Thread | None]
+    real: Callable[..., Any], owner: str
 ) -> tuple[Callable[..., Any], threading.Event, threading.Event]:
-    """``real`` wrapped to stop once, in ``owner()``'s thread, until ``resume`` is set;
-    ``reached`` is set when it stops."""
+    """``real`` wrapped to stop once, in the thread named ``owner``, until ``resume``
+    is set; ``reached`` is set when it stops. (By name: the thread may reach ``real``
+    before the test has stored its handle.)"""
     reached, resume = threading.Event(), threading.Event()
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is owner() and not reached.is_set():
+        if threading.current_thread().name == owner and not reached.is_set():
             reached.set()
             assert resume.wait(DEADLINE), "the test never resumed the paused writer"
         return real(*args, **kwargs)
@@ -81,12 +82,8 @@ def test_an_append_racing_a_clear_creates_the_session_anew(
     appender, other = make_memory(), make_memory()
     threads: dict[str, threading.Thread] = {}
     results: dict[str, Any] = {}
-    insert, append_at_insert, resume_append = _pausing(
-        schema.dialect_insert, lambda: threads.get("append")
-    )
-    delete, clear_holds_row, resume_clear = _pausing(
-        cascade.delete_sessions, lambda: threads.get("clear")
-    )
+    insert, append_at_insert, resume_append = _pausing(schema.dialect_insert, "append")
+    delete, clear_holds_row, resume_clear = _pausing(cascade.delete_sessions, "clear")
     monkeypatch.setattr(store, "dialect_insert", insert)
     monkeypatch.setattr(cascade, "delete_sessions", delete)
 
