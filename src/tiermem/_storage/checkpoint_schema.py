@@ -89,6 +89,7 @@ class CheckpointBlobRow(SQLModel, table=True):
             sqlite_where=sa.text("root IS NOT NULL"),
             postgresql_where=sa.text("root IS NOT NULL"),
         ),
+        {"sqlite_with_rowid": False},
     )
 
     session_pk: int = Field(sa_column=_session_column(primary_key=True))
@@ -104,6 +105,7 @@ class CheckpointWriteRow(SQLModel, table=True):
     """One pending write of a task to a checkpoint."""
 
     __tablename__ = "tiermem_checkpoint_write"
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
     session_pk: int = Field(sa_column=_session_column(primary_key=True))
     checkpoint_ns: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
