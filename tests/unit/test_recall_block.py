@@ -1,12 +1,16 @@
-"""The recalled block's pure parts: choosing lines within a budget, and leaving out
-the lines of entries a context already shows."""
+"""The recalled block's pure parts: its place (before the newest human message),
+choosing lines within a budget, and leaving out the lines of entries a context
+already shows."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from tiermem._core.recall_block import Line, choose, without
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from tiermem._core.messages import SUMMARY_MARKER
+from tiermem._core.recall_block import Line, before_question, choose, insert_block, without
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 LATER = WHEN + timedelta(hours=1)
@@ -31,3 +35,21 @@ def test_without_leaves_out_the_lines_of_the_entries_named_and_keeps_the_rest() 
     assert kept.lines == [lines[1].text, lines[2].text]
     assert kept.keys == (("semantic", 7), ("entry", 9))
     assert without(recalled, frozenset()) == recalled
+
+
+def test_the_question_is_the_newest_human_message_tiermem_did_not_write() -> None:
+    """The block goes before the newest human message; the view a hit is compared
+    with ends there. A summary in the user role is tiermem's, not the question."""
+    summary = HumanMessage("summary", additional_kwargs={SUMMARY_MARKER: [1]})
+    ask, answer, again = HumanMessage("first"), AIMessage("reply"), HumanMessage("second")
+    block = SystemMessage("recalled")
+    assert before_question([summary, ask, answer, again]) == [summary, ask, answer]
+    assert insert_block([summary, ask, answer, again], block) == [
+        summary,
+        ask,
+        answer,
+        block,
+        again,
+    ]
+    assert before_question([summary, answer]) == [summary, answer]  # no question
+    assert insert_block([summary, answer], block) == [summary, answer, block]

@@ -27,11 +27,13 @@ __all__ = [
     "RECALL_MARKER",
     "Line",
     "Recalled",
+    "before_question",
     "block_budget",
     "choose",
     "insert_block",
     "item_line",
     "newest_question",
+    "question_at",
     "recall_message",
     "recall_section",
     "without",
@@ -87,13 +89,26 @@ class Line(NamedTuple):
     when: tuple[datetime, str, int]
 
 
+def question_at(messages: Sequence[BaseMessage]) -> int | None:
+    """The index of the newest human message (not one tiermem wrote), if any: the
+    question a read recalls for, and the place of the recalled block."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and SUMMARY_MARKER not in message.additional_kwargs:
+            return index
+    return None
+
+
 def newest_question(entries: Sequence[WindowEntry]) -> str:
     """The text of the newest human message of a window ("" when there is none)."""
-    for entry in reversed(entries):
-        message = entry.message
-        if isinstance(message, HumanMessage) and SUMMARY_MARKER not in message.additional_kwargs:
-            return render_text(message)
-    return ""
+    at = question_at([entry.message for entry in entries])
+    return "" if at is None else render_text(entries[at].message)
+
+
+def before_question(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` before the newest human message (all of them when there is none)."""
+    at = question_at(messages)
+    return messages if at is None else messages[:at]
 
 
 def block_budget(
@@ -188,8 +203,5 @@ def recall_section(lines: Sequence[str]) -> str:
 def insert_block(messages: list[BaseMessage], block: BaseMessage) -> list[BaseMessage]:
     """``messages`` with ``block`` just before the newest human message (at the end
     when there is none)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, HumanMessage) and SUMMARY_MARKER not in message.additional_kwargs:
-            return [*messages[:index], block, *messages[index:]]
-    return [*messages, block]
+    at = question_at(messages)
+    return [*messages, block] if at is None else [*messages[:at], block, *messages[at:]]

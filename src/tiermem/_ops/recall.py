@@ -27,6 +27,7 @@ from .._core.recall_block import (
     RECALL_HEADER,
     Line,
     Recalled,
+    before_question,
     block_budget,
     choose,
     insert_block,
@@ -434,7 +435,7 @@ def render_recalled(
         budget,
         left_out,
         whole_left_out,
-        _earlier(shown),
+        before_question(shown),
     )
     if recalled is None:
         return plain
@@ -447,15 +448,6 @@ def render_recalled(
     if size + counter.count_message(block) <= config.max_tokens:
         return insert_block(plain, block)
     return insert_block(shown, recall_message(recalled))
-
-
-def _earlier(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` before the current turn (its newest human message): what a hit
-    may be like; the question itself is what it answers."""
-    for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], HumanMessage) and not is_summary_message(messages[index]):
-            return messages[:index]
-    return messages
 
 
 def _hides_more(shown: list[BaseMessage], plain: list[BaseMessage]) -> bool:
@@ -483,7 +475,7 @@ def text_with_recall(
     budget = block_budget(
         config.max_tokens, config.recall_share, counter, summary_tokens, window, ""
     )
-    view = _earlier([entry.message for entry in window])
+    view = before_question([entry.message for entry in window])
     recalled = yield from recall(ctx, session_id, query, summaries, window, budget, view=view)
     if recalled is None:
         return render(summaries, entries, config.max_tokens)
