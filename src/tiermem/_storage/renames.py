@@ -25,21 +25,16 @@ def rename_session(conn: Connection, project: str, session_id: str, new_id: str)
 
     Raises:
         SessionNotFound: no session has ``session_id``.
-        SessionExists: a session already has ``new_id`` (checked by the unique
-            constraint as well, so a session created meanwhile is refused too).
+        SessionExists: a session already has ``new_id`` (the unique constraint on a
+            project's session ids says so, also of one created a moment before).
     """
-    taken = conn.execute(
-        sa.select(S.pk).where(S.project == project, S.session_id == new_id)
-    ).first()
-    if taken is not None:
-        raise SessionExists(f"session {new_id!r} already exists in project {project!r}")
     try:
         renamed = conn.execute(
             sa.update(session_table)
             .where(S.project == project, S.session_id == session_id)
             .values(session_id=new_id)
         ).rowcount
-    except sa.exc.IntegrityError as error:  # created by another writer since the check
+    except sa.exc.IntegrityError as error:
         raise SessionExists(f"session {new_id!r} already exists in project {project!r}") from error
     if renamed == 0:
         raise SessionNotFound(f"session {session_id!r} not found in project {project!r}")
