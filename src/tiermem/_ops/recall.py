@@ -12,6 +12,7 @@ current-turn boundary (see :mod:`tiermem._core.recall_block`), within the budget
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -255,19 +256,19 @@ def news(hits: list[SearchHit], query: str, view: Sequence[BaseMessage]) -> list
     place, for next to nothing."""
     if not hits:
         return hits
-    said = set(fts.query_words(query, None))
-    shown: list[set[str]] = []
+    said = _words(query)
+    shown: list[frozenset[str]] = []
     holding: dict[str, list[int]] = {}  # word -> the shown messages holding it
     for message in view:
         if is_summary_message(message):
             continue  # a summary is what loses the details recall brings back
-        words = set(fts.query_words(render_text(message), None))
+        words = _words(render_text(message))
         for word in words:
             holding.setdefault(word, []).append(len(shown))
         shown.append(words)
     out = []
     for hit in hits:
-        words = set(fts.query_words(render_text(hit.entry.message), None))
+        words = _words(render_text(hit.entry.message))
         if words and len(words & said) >= RESTATED * len(words):
             continue
         common: dict[int, int] = {}
@@ -281,6 +282,24 @@ def news(hits: list[SearchHit], query: str, view: Sequence[BaseMessage]) -> list
         ):
             out.append(hit)
     return out
+
+
+#: Texts up to this long have their words cached (see :func:`_words`).
+_CACHED_TEXT = 4_000
+
+
+def _words(text: str) -> frozenset[str]:
+    """The searchable words of ``text``. The messages a context shows are compared
+    with the hits of every read while they stay in view: those of a message's size
+    are tokenized once."""
+    if len(text) > _CACHED_TEXT:
+        return frozenset(fts.query_words(text, None))
+    return _cached_words(text)
+
+
+@functools.lru_cache(maxsize=2_048)
+def _cached_words(text: str) -> frozenset[str]:
+    return frozenset(fts.query_words(text, None))
 
 
 #: Words of a question a recall searches for: its longest ones (the rarer, mostly).
