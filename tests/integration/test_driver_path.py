@@ -75,9 +75,9 @@ def test_listeners_see_every_hot_statement(tmp_path: Path) -> None:
         memory.add_and_get_messages("s", [HumanMessage("a"), AIMessage("b")])
     finally:
         sa.event.remove(engine, "before_cursor_execute", spy)
-    # BEGIN IMMEDIATE, the reserving UPDATE, one INSERT per entry, one INSERT per
-    # entry's change-feed event, then the window SELECT.
-    assert seen == ["BEGIN", "UPDATE", "INSERT", "INSERT", "INSERT", "INSERT", "SELECT"]
+    # BEGIN IMMEDIATE, the reserving UPDATE, one INSERT per entry, the entries'
+    # change-feed events in one executemany, then the window SELECT.
+    assert seen == ["BEGIN", "UPDATE", "INSERT", "INSERT", "INSERT", "SELECT"]
     memory.close()
 
 

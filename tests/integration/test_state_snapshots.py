@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem._storage import checks as invariants
-from tiermem._storage import store, summaries
+from tiermem._storage import sessions, store, summaries
 from tiermem.testing import FakeSummarizer, check_invariants
 
 from ..conftest import MemoryFactory
@@ -144,7 +144,7 @@ def test_a_snapshot_transaction_sees_one_state(make_memory: MemoryFactory) -> No
     def count(conn: Connection) -> int:
         return len(
             store.read_entries(
-                conn, store.get_session(conn, memory.project, "s", lock=False), active_only=False
+                conn, sessions.get_session(conn, memory.project, "s", lock=False), active_only=False
             )
         )
 

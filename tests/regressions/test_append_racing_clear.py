@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from tests.conftest import MemoryFactory
-from tiermem._storage import cascade, schema, store
+from tiermem._storage import cascade, schema, sessions
 
 DEADLINE = 30.0  # seconds: generous, every wait below ends as soon as its condition holds
 
@@ -84,7 +84,7 @@ def test_an_append_racing_a_clear_creates_the_session_anew(
     results: dict[str, Any] = {}
     insert, append_at_insert, resume_append = _pausing(schema.dialect_insert, "append")
     delete, clear_holds_row, resume_clear = _pausing(cascade.delete_sessions, "clear")
-    monkeypatch.setattr(store, "dialect_insert", insert)
+    monkeypatch.setattr(sessions, "dialect_insert", insert)
     monkeypatch.setattr(cascade, "delete_sessions", delete)
 
     threads["append"] = _run(lambda: appender.add_user_message("s", "kept"), results, "append")

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import MemoryFactory
 from tiermem import MemoryConfig
-from tiermem._storage import store, summaries
+from tiermem._storage import sessions, summaries
 from tiermem.errors import CompressionInProgress, SummaryNotShorter
 from tiermem.testing import FakeSummarizer
 
@@ -51,7 +51,7 @@ def test_a_merge_skipped_for_another_worker_is_logged_at_debug(
 
     def another_worker_claims(sender: Any, **kwargs: Any) -> None:
         def claim(conn: Any) -> None:
-            session = store.get_session(conn, memory.project, "s")
+            session = sessions.get_session(conn, memory.project, "s")
             assert session is not None
             summaries.claim(conn, session, "another-worker", memory.now(), 60.0)
 

@@ -257,6 +257,12 @@ TABLE_WRITES = {
         r"(INSERT INTO|UPDATE) tiermem_entry\b",
         r"\b(INSERT_ENTRIES|LINK_ENTRIES)\b",
     ),
+    "session": (
+        r"(insert|update)\((conn, )?session_table",
+        r"(INSERT INTO|UPDATE) tiermem_session\b",
+        r"_sql\.(TOUCH|TOUCH_RETURNING|TOUCH_RETURNING_RELAXED|ACTIVATE|RESERVE|RELEASE)\b",
+        r"_sql\.(SET_PENDING|CLAIM|FINISH_CLAIM)\b",
+    ),
     "summary": (
         r"(insert|update)\(summary_table",
         r"(INSERT INTO|UPDATE) tiermem_summary\b",
@@ -265,6 +271,7 @@ TABLE_WRITES = {
 }
 #: The one writer of each (``statements`` only declares the statements it runs).
 TABLE_WRITERS = {
+    "session": {"tiermem._storage.sessions", "tiermem._storage.statements"},
     "entry": {"tiermem._storage.entries", "tiermem._storage.statements"},
     "summary": {"tiermem._storage.summaries", "tiermem._storage.statements"},
 }
@@ -272,8 +279,8 @@ TABLE_WRITERS = {
 
 @pytest.mark.parametrize("table", sorted(TABLE_WRITES))
 def test_each_conversation_table_has_one_writer(table: str) -> None:
-    """Entries and summaries are inserted and updated by one module each (the
-    session delete cascade aside), so a rule about their rows has one place."""
+    """Sessions, entries and summaries are inserted and updated by one module each
+    (the session delete cascade aside), so a rule about their rows has one place."""
     writers = {
         name
         for name, path in all_modules().items()

@@ -39,7 +39,7 @@ from .._core.messages import validate_session_id
 from .._core.runner import Op, run
 from .._core.validate import check_optional_int
 from .._storage import failpoints as _failpoints
-from .._storage import store, summaries
+from .._storage import sessions, store, summaries
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
 from .._storage.store import MessageWindow
@@ -270,7 +270,7 @@ def _compress(
 
 def _read_counters(ctx: MemoryContext, conn: Connection, session_id: str) -> SessionRecord | None:
     try:
-        return store.get_session(conn, ctx.project, session_id, lock=False)
+        return sessions.get_session(conn, ctx.project, session_id, lock=False)
     except SessionNotFound:
         return None
 
@@ -324,7 +324,7 @@ def _compress_once(
 
         def plan(conn: Connection) -> Planned | None:
             try:
-                session = store.get_session(conn, ctx.project, session_id)
+                session = sessions.get_session(conn, ctx.project, session_id)
             except SessionNotFound:
                 if auto:
                     return None
@@ -354,7 +354,7 @@ def _compress_once(
         token,
         lambda conn: summaries.commit_summary(
             conn,
-            store.get_session(conn, ctx.project, session_id),
+            sessions.get_session(conn, ctx.project, session_id),
             token,
             taken,
             text,
@@ -379,7 +379,7 @@ def _merge_once(
     now, token = ctx.now(), new_claim_token()
 
     def plan(conn: Connection) -> list[MemorySummary] | None:
-        session = store.get_session(conn, ctx.project, session_id)
+        session = sessions.get_session(conn, ctx.project, session_id)
         children = summaries.read_summaries(conn, session, with_ids=False)
         if len(children) < 2:
             return None
@@ -414,7 +414,7 @@ def _merge_once(
             token,
             lambda conn: summaries.commit_merge(
                 conn,
-                store.get_session(conn, ctx.project, session_id),
+                sessions.get_session(conn, ctx.project, session_id),
                 token,
                 children,
                 text,
@@ -506,7 +506,7 @@ def _release(
 
     def release(conn: Connection) -> None:
         try:
-            session = store.get_session(conn, ctx.project, session_id)
+            session = sessions.get_session(conn, ctx.project, session_id)
         except SessionNotFound:  # never created, or cleared: no claim is left
             return
         summaries.release_failed_claim(conn, session, token, now, backoff)

@@ -18,7 +18,7 @@ from .._core.messages import validate_session_id
 from .._core.render import context_text as render_text
 from .._core.runner import Op
 from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
-from .._storage import store
+from .._storage import sessions, store
 from .._storage import summaries as summary_rows
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
@@ -79,12 +79,12 @@ def read_session(
     now = ctx.now()
 
     def work(conn: Connection) -> tuple[T, list[Event]]:
-        session = store.touch_session(conn, ctx.project, session_id, now)
+        session = sessions.touch_session(conn, ctx.project, session_id, now)
         if session is None:
             return empty, []
         # An ACTIVE session's access commits without waiting for the disk (set by
         # touch_session); waking one writes a tier_changed event, committed as usual.
-        session, woken = store.activate(conn, session)
+        session, woken = sessions.activate(conn, session)
         pending = feed.woken(ctx, session_id, woken)
         return reader(conn, session), pending
 
@@ -163,8 +163,8 @@ def stats(ctx: MemoryContext, session_id: str) -> Op[SessionStats]:
     validate_session_id(session_id)
     return (
         yield from ctx.transact(
-            lambda conn: store.session_stats(
-                store.get_session(conn, ctx.project, session_id, lock=False)
+            lambda conn: sessions.session_stats(
+                sessions.get_session(conn, ctx.project, session_id, lock=False)
             ),
             write=False,
         )
@@ -179,7 +179,7 @@ def list_sessions(ctx: MemoryContext, limit: int | None, offset: int) -> Op[list
     offset = min(offset, MAX_SQL_INT)
     return (
         yield from ctx.transact(
-            lambda conn: store.list_sessions(conn, ctx.project, limit, offset), write=False
+            lambda conn: sessions.list_sessions(conn, ctx.project, limit, offset), write=False
         )
     )
 
@@ -237,13 +237,13 @@ def peek(ctx: MemoryContext, session_id: str) -> Op[tuple[str, SessionStats]]:
     validate_session_id(session_id)
 
     def work(conn: Connection) -> tuple[str, SessionStats]:
-        session = store.get_session(conn, ctx.project, session_id, lock=False)
+        session = sessions.get_session(conn, ctx.project, session_id, lock=False)
         text = render_text(
             summary_rows.read_summaries(conn, session, with_ids=False),
             store.read_entries(conn, session, active_only=True),
             max_tokens=ctx.config.max_tokens,
             counter=ctx.counter,
         )
-        return text, store.session_stats(session)
+        return text, sessions.session_stats(session)
 
     return (yield from ctx.transact(work, write=False, snapshot=True))

@@ -32,7 +32,7 @@ from .._core.context import MemoryContext
 from .._core.messages import deserialize, load_text, validate_session_id
 from .._core.runner import Op
 from .._storage import checkpoints as sql
-from .._storage import store
+from .._storage import sessions, store
 from .._storage.database import Connection
 from ..checkpoints import (
     CheckpointQuery,
@@ -403,7 +403,7 @@ def put_writes(
     owner: list[int] = []  # the session's pk
 
     def work(conn: Connection) -> None:
-        session = store.get_session(
+        session = sessions.get_session(
             conn,
             ctx.project,
             thread_id,

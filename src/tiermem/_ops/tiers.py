@@ -36,7 +36,7 @@ from .._core.validate import MAX_SQL_INT, check_int, check_optional_int
 from .._storage import documents as document_store
 from .._storage import failpoints as _failpoints
 from .._storage import items as layer_store
-from .._storage import store
+from .._storage import sessions
 from .._storage.database import Connection
 from .._storage.tiers import (
     Changed,
@@ -102,9 +102,11 @@ def track(ctx: MemoryContext, session_id: str) -> Op[SessionInfo]:
     now = ctx.now()
 
     def work(conn: Connection) -> tuple[SessionInfo, list[Event]]:
-        _, woken = store.touch(conn, store.get_session(conn, ctx.project, session_id), now)
+        _, woken = sessions.touch(conn, sessions.get_session(conn, ctx.project, session_id), now)
         _failpoints.hit("touch.after_update")
-        info = store.session_info(store.get_session(conn, ctx.project, session_id, lock=False))
+        info = sessions.session_info(
+            sessions.get_session(conn, ctx.project, session_id, lock=False)
+        )
         return info, feed.woken(ctx, session_id, woken)
 
     return (yield from feed.transact_recorded(ctx, work))

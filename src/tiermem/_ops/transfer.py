@@ -37,7 +37,7 @@ from .._core.structure import (
     session_problems,
     unanswered_calls,
 )
-from .._storage import store, summaries
+from .._storage import sessions, store, summaries
 from .._storage.database import Connection
 from .._storage.imports import ImportPlan
 from .._storage.rows import SessionRecord
@@ -266,7 +266,7 @@ def read_state(conn: Connection, project: str, session_id: str) -> SessionState:
     Raises:
         SessionNotFound: no such session in ``project``.
     """
-    session = store.get_session(conn, project, session_id, lock=False)
+    session = sessions.get_session(conn, project, session_id, lock=False)
     return export_state(
         session,
         store.read_entries(conn, session, active_only=False),

@@ -31,7 +31,7 @@ from .._core.messages import (
     validate_session_id,
 )
 from .._core.runner import Op, compute
-from .._storage import cascade, store
+from .._storage import cascade, sessions, store
 from .._storage import failpoints as _failpoints
 from .._storage.database import Connection
 from .._storage.rows import SessionRecord
@@ -302,7 +302,7 @@ def _write(ctx: MemoryContext, conn: Connection, append: _Append) -> _Written:
 
 def _session(ctx: MemoryContext, conn: Connection, append: _Append) -> SessionRecord:
     """The session's row, created on its first append."""
-    return store.get_session(
+    return sessions.get_session(
         conn,
         ctx.project,
         append.session_id,
@@ -317,13 +317,19 @@ def _reserve(
 ) -> SessionRecord:
     """Allocate the seqs of ``todo`` and lock the session, in one UPDATE ...
     RETURNING (the session is created only on its first append)."""
-    reserved = store.reserve(conn, ctx.project, append.session_id, todo, append.now)
+    count, tokens = _counted(todo)
+    reserved = sessions.reserve(conn, ctx.project, append.session_id, count, tokens, append.now)
     if reserved is None:
         _session(ctx, conn, append)
-        reserved = store.reserve(conn, ctx.project, append.session_id, todo, append.now)
+        reserved = sessions.reserve(conn, ctx.project, append.session_id, count, tokens, append.now)
     if reserved is None:  # pragma: no cover - the row was just created
         raise SessionNotFound(append.session_id)
     return reserved
+
+
+def _counted(entries: Sequence[store.NewEntry]) -> tuple[int, int]:
+    """How many entries, and their tokens."""
+    return len(entries), sum(entry.token_count for entry in entries)
 
 
 def _drop_known(
@@ -347,7 +353,7 @@ def _drop_known(
     if seen:
         known = [e for e in todo if e.message.id and e.message.id in seen]
         todo = [e for e in todo if not (e.message.id and e.message.id in seen)]
-        reserved = store.release(conn, reserved, known)
+        reserved = sessions.release(conn, reserved, *_counted(known))
     if todo:
         # Raised inside the transaction: it rolls back, nothing is written.
         now_at = store.session_version(reserved, newest)
@@ -360,9 +366,9 @@ def _record_access(
 ) -> _Written:
     """Nothing to append: record the access (the reservation did, if one was made)."""
     if reserved is None:
-        session, woken = store.touch(conn, _session(ctx, conn, append), append.now)
+        session, woken = sessions.touch(conn, _session(ctx, conn, append), append.now)
     else:
-        session, woken = store.activate(conn, reserved)
+        session, woken = sessions.activate(conn, reserved)
     pending = feed.woken(ctx, append.session_id, woken)
     feed.record(ctx, conn, pending)
     if append.attached is not None:
@@ -378,7 +384,7 @@ def _add_entries(
     todo: list[store.NewEntry],
 ) -> _Written:
     """Store ``todo`` under the reservation, with their change-feed events."""
-    reserved, woken = store.activate(conn, reserved)
+    reserved, woken = sessions.activate(conn, reserved)
     pending = feed.woken(ctx, append.session_id, woken)
     feed.record(ctx, conn, pending)  # first: the entries' events follow it
     entries, counters = store.append(
@@ -523,7 +529,7 @@ def add_tool_result(
 def _pending_call(ctx: MemoryContext, session_id: str, tool_name: str) -> Op[str]:
     def work(conn: Connection) -> str:
         try:
-            session = store.get_session(conn, ctx.project, session_id, lock=False)
+            session = sessions.get_session(conn, ctx.project, session_id, lock=False)
         except SessionNotFound:
             session = None
         pending: dict[str, str] = json.loads(session.pending_calls) if session else {}
@@ -553,7 +559,7 @@ def clear(ctx: MemoryContext, session_id: str) -> Op[int]:
 
     def work(conn: Connection) -> tuple[int, list[Event]]:
         try:
-            session = store.get_session(conn, ctx.project, session_id)
+            session = sessions.get_session(conn, ctx.project, session_id)
         except SessionNotFound:
             return 0, []
         cascade.delete_sessions(conn, [session.pk])

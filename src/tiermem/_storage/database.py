@@ -310,7 +310,7 @@ class Database:
         self.server_time = server_time and self.dialect == "postgresql"
         # Per-transaction options: _sqlite_on_begin applies tiermem_busy_ms as the
         # busy_timeout and opens a deferred transaction for tiermem_read;
-        # store.touch reads tiermem_server_time (accesses use the server's now()).
+        # sessions.touch reads tiermem_server_time (accesses use the server's now()).
         self._write_options: dict[str, Any] = {}
         if self.dialect == "sqlite":
             self._write_options["tiermem_busy_ms"] = self.lock_timeout_ms

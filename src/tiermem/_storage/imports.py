@@ -14,8 +14,7 @@ from .._core.messages import render_text, store_text
 from ..errors import ImportValidationError, SessionNotFound, StorageBusy
 from ..state import SessionState
 from ..tiers import MemoryTier, calculate_tier
-from . import cascade, entries, fts, store, summaries
-from .schema import dialect_insert, session_table
+from . import cascade, entries, fts, sessions, summaries
 
 __all__ = ["ImportPlan"]
 
@@ -125,7 +124,7 @@ class ImportPlan:
         last_accessed = min(state.last_accessed, now)
         for _ in range(_SESSION_ROUNDS):
             try:
-                existing = store.get_session(conn, project, self.session_id)
+                existing = sessions.get_session(conn, project, self.session_id)
             except SessionNotFound:
                 existing = None
             if existing is not None:
@@ -135,32 +134,30 @@ class ImportPlan:
                         path="$.session_id",
                     )
                 cascade.delete_sessions(conn, [existing.pk])
-            pk = conn.execute(
-                dialect_insert(conn, session_table)
-                .values(
-                    project=project,
-                    session_id=self.session_id,
-                    created_at=min(state.created_at, last_accessed),
-                    last_accessed=last_accessed,
-                    access_count=state.access_count,
-                    memory_tier=MemoryTier.ACTIVE.value
+            pk = sessions.insert_imported(
+                conn,
+                {
+                    "project": project,
+                    "session_id": self.session_id,
+                    "created_at": min(state.created_at, last_accessed),
+                    "last_accessed": last_accessed,
+                    "access_count": state.access_count,
+                    "memory_tier": MemoryTier.ACTIVE.value
                     if existing is not None
                     else calculate_tier(last_accessed, now).value,
-                    last_seq=len(state.entries),
-                    entry_count=len(state.entries),
-                    entry_tokens=sum(self.entry_tokens),
-                    active_count=len(state.entries) - compressed,
-                    active_tokens=active_tokens,
-                    summary_count=len(top),
-                    summary_tokens=sum(self.summary_tokens[i] for i in top),
-                    encoding=self.encoding,
-                    pending_calls=json.dumps(self.pending_calls),  # in call order, as appends
-                )
-                .on_conflict_do_nothing()
-                .returning(session_table.c.pk)
-            ).scalar_one_or_none()
+                    "last_seq": len(state.entries),
+                    "entry_count": len(state.entries),
+                    "entry_tokens": sum(self.entry_tokens),
+                    "active_count": len(state.entries) - compressed,
+                    "active_tokens": active_tokens,
+                    "summary_count": len(top),
+                    "summary_tokens": sum(self.summary_tokens[i] for i in top),
+                    "encoding": self.encoding,
+                    "pending_calls": json.dumps(self.pending_calls),  # in call order, as appends
+                },
+            )
             if pk is not None:
-                return int(pk)
+                return pk
         raise StorageBusy(
             f"session {self.session_id!r} was created again by other writers while importing; "
             "retry later"

@@ -12,12 +12,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import SessionExists, SessionNotFound
+from . import sessions
 from .event_schema import event_table
-from .schema import session_table
 
 __all__ = ["rename_session"]
 
-S, V = session_table.c, event_table.c
+V = event_table.c
 
 
 def rename_session(conn: Connection, project: str, session_id: str, new_id: str) -> None:
@@ -29,11 +29,7 @@ def rename_session(conn: Connection, project: str, session_id: str, new_id: str)
             project's session ids says so, also of one created a moment before).
     """
     try:
-        renamed = conn.execute(
-            sa.update(session_table)
-            .where(S.project == project, S.session_id == session_id)
-            .values(session_id=new_id)
-        ).rowcount
+        renamed = sessions.rename(conn, project, session_id, new_id)
     except sa.exc.IntegrityError as error:
         raise SessionExists(f"session {new_id!r} already exists in project {project!r}") from error
     if renamed == 0:

@@ -9,8 +9,6 @@ never the length of the whole conversation.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,18 +24,15 @@ from .._core.messages import deserialize, load_text, store_text, tool_call_ids, 
 from .._core.render import SummaryText, WindowEntry
 from ..errors import (
     InvalidContent,
-    SessionNotFound,
-    StorageBusy,
 )
-from ..tiers import MemoryTier
-from ..types import EntryType, MemoryEntry, SessionInfo, SessionStats
+from ..types import EntryType, MemoryEntry
 from . import _fast as _driver
 from . import entries as entries_table
-from . import events, fts
+from . import events, fts, sessions
 from . import failpoints as _failpoints
 from . import statements as _sql
 from .rows import EntryRecord, SessionRecord
-from .schema import dialect_insert, entry_table, session_table, summary_table
+from .schema import entry_table, session_table, summary_table
 
 S, E, M = session_table.c, entry_table.c, summary_table.c
 
@@ -50,10 +45,6 @@ S, E, M = session_table.c, entry_table.c, summary_table.c
 #: segment per flush and merges segments later: 64 entries a flush cost a turn about
 #: 3 % less than 16, and a search then indexes at most 63 (about 1.5 ms).
 FTS_BATCH = 64
-
-#: Inserts a writer creating a session tries before it gives up (``StorageBusy``):
-#: each one after the first follows a concurrent create and clear of that session.
-CREATE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,208 +61,7 @@ class NewEntry:
     metadata_json: str
 
 
-# --------------------------------------------------------------------------- sessions
-
-
-def get_session(
-    conn: Connection,
-    project: str,
-    session_id: str,
-    *,
-    lock: bool = True,
-    create: bool = False,
-    now: datetime | None = None,
-    encoding: str = "",
-) -> SessionRecord:
-    """The session row, locked for this transaction on PostgreSQL.
-
-    Raises:
-        SessionNotFound: if it does not exist and ``create`` is false.
-        StorageBusy: if ``create`` is true and concurrent clears deleted the
-            session each of :data:`CREATE_ATTEMPTS` times this call created it.
-    """
-    query = (
-        _sql.SELECT_SESSION_FOR_UPDATE
-        if lock and conn.dialect.name == "postgresql"
-        else _sql.SELECT_SESSION
-    )
-    keys = {"project": project, "session_id": session_id}
-    row = _driver.first(conn, query, keys)
-    # ON CONFLICT DO NOTHING: two processes creating one id both end with one row.
-    # On PostgreSQL the row the insert found may belong to another writer's new
-    # session that a concurrent clear holds and then deletes, so the locking SELECT
-    # finds nothing: insert again (each retry needs another create and clear to
-    # race this one, so a few attempts end it).
-    for _ in range(CREATE_ATTEMPTS if create else 0):
-        if row is not None:
-            break
-        assert now is not None
-        conn.execute(
-            dialect_insert(conn, session_table)
-            .values(
-                project=project,
-                session_id=session_id,
-                created_at=now,
-                last_accessed=now,
-                access_count=0,
-                memory_tier=MemoryTier.ACTIVE.value,
-                encoding=encoding,
-            )
-            .on_conflict_do_nothing()
-        )
-        row = _driver.first(conn, query, keys)
-    if row is None and create:
-        raise StorageBusy(
-            f"session {session_id!r} in project {project!r} was created and cleared by "
-            f"other writers {CREATE_ATTEMPTS} times while this one created it; retry"
-        )
-    if row is None:
-        raise SessionNotFound(f"no session {session_id!r} in project {project!r}")
-    return SessionRecord.from_row(row)
-
-
-def session_stats(session: SessionRecord) -> SessionStats:
-    """Counters of a session row."""
-    return SessionStats(
-        total_entries=session.entry_count,
-        active_entries=session.active_count,
-        compressed_entries=session.entry_count - session.active_count,
-        summaries=session.summary_count,
-        total_tokens=session.entry_tokens,
-        active_tokens=session.active_tokens,
-        summary_tokens=session.summary_tokens,
-        context_tokens=session.context_tokens,
-        memory_tier=session.memory_tier,
-        last_accessed=as_utc(session.last_accessed),
-        access_count=session.access_count,
-    )
-
-
-#: An access on PostgreSQL's clock (never before ``created_at``, stamped by the application).
-_SERVER_NOW = sa.func.greatest(sa.func.now(), S.created_at)
-
-
-@functools.cache
-def _on_server_clock(statement: sa.Update) -> sa.Update:
-    return statement.values(last_accessed=_SERVER_NOW)
-
-
-def _clocked(conn: Connection, statement: sa.Update) -> sa.Update:
-    """``statement``, stamping the access with the server's ``now()`` when the
-    memory has no injected clock (``Database(server_time=True)``, PostgreSQL)."""
-    if conn.get_execution_options().get("tiermem_server_time"):
-        return _on_server_clock(statement)
-    return statement
-
-
-def touch(conn: Connection, session: SessionRecord, now: Any) -> tuple[SessionRecord, str | None]:
-    """Record an access on the session row and :func:`activate` it (``session``: the
-    row as read in this transaction); returns what :func:`activate` returns."""
-    _driver.write(conn, _clocked(conn, _sql.TOUCH), {"pk_": session.pk, "now": now})
-    return activate(conn, session)
-
-
-def activate(conn: Connection, session: SessionRecord) -> tuple[SessionRecord, str | None]:
-    """Make an accessed session ACTIVE (``session``: its row as the access read it).
-
-    Returns the row as it is now, and the tier it had when that was another one
-    (the row is updated to ACTIVE), else ``None``; only then is a statement run.
-    """
-    previous = session.memory_tier
-    if previous == MemoryTier.ACTIVE.value:
-        return session, None
-    _driver.write(conn, _sql.ACTIVATE, {"pk_": session.pk, "tier": MemoryTier.ACTIVE.value})
-    return dataclasses.replace(session, memory_tier=MemoryTier.ACTIVE.value), previous
-
-
-def session_info(session: SessionRecord) -> SessionInfo:
-    """The public view of a session row."""
-    return SessionInfo(
-        session_id=session.session_id,
-        project=session.project,
-        created_at=as_utc(session.created_at),
-        last_accessed=as_utc(session.last_accessed),
-        access_count=session.access_count,
-        memory_tier=session.memory_tier,
-        total_entries=session.entry_count,
-        context_tokens=session.context_tokens,
-    )
-
-
-def list_sessions(
-    conn: Connection, project: str, limit: int | None, offset: int
-) -> list[SessionInfo]:
-    """Sessions of a project, most recently accessed first."""
-    query = (
-        sa.select(session_table)
-        .where(S.project == project)
-        .order_by(S.last_accessed.desc(), S.session_id)
-        .offset(offset)
-    )
-    if limit is not None:
-        query = query.limit(limit)
-    return [session_info(SessionRecord.from_row(row)) for row in conn.execute(query).mappings()]
-
-
 # --------------------------------------------------------------------------- entries
-
-
-def reserve(
-    conn: Connection, project: str, session_id: str, entries: Sequence[NewEntry], now: datetime
-) -> SessionRecord | None:
-    """Allocate seqs for ``entries`` and add them to the session's counters in one
-    ``UPDATE ... RETURNING`` (which locks the row on PostgreSQL); the tier is left
-    to :func:`activate`.
-
-    Returns the updated row, or ``None`` if the session does not exist.
-    """
-    params = {
-        "b_project": project,
-        "b_session_id": session_id,
-        "n": len(entries),
-        "tokens": sum(entry.token_count for entry in entries),
-        "now": now,
-    }
-    row = _driver.first(conn, _clocked(conn, _sql.RESERVE), params)
-    return None if row is None else SessionRecord.from_row(row)
-
-
-def release(conn: Connection, session: SessionRecord, entries: Sequence[NewEntry]) -> SessionRecord:
-    """Give back what :func:`reserve` counted for ``entries``, which are not appended
-    after all (``session``: the row it returned; the row stays locked). Returns the
-    updated row."""
-    params = {
-        "pk_": session.pk,
-        "n": len(entries),
-        "tokens": sum(entry.token_count for entry in entries),
-    }
-    row = _driver.first(conn, _sql.RELEASE, params)
-    assert row is not None  # the row is locked by this transaction
-    return SessionRecord.from_row(row)
-
-
-def touch_session(
-    conn: Connection, project: str, session_id: str, now: datetime
-) -> SessionRecord | None:
-    """Record an access and return the session row, or ``None`` if it does not exist
-    (the tier is left to :func:`activate`).
-
-    For reads: when the session is ACTIVE, so that the transaction writes nothing but
-    the access record, it commits without waiting for the disk
-    (:func:`tiermem._storage.database.commit_without_waiting`; on PostgreSQL set by
-    this same statement)."""
-    params = {
-        "b_project": project,
-        "b_session_id": session_id,
-        "now": now,
-    }
-    if conn.dialect.name != "postgresql":
-        row = _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING), params)
-    else:
-        row = _driver.first(conn, _clocked(conn, _sql.TOUCH_RETURNING_RELAXED), params)
-        if row is not None:
-            del row[_sql.COMMIT_MODE]
-    return None if row is None else SessionRecord.from_row(row)
 
 
 def append(
@@ -295,8 +85,7 @@ def append(
             _check_tool_pairing(entry.message, pending)
         # In the order the calls were made: a result without a call id answers
         # the oldest pending call of its tool.
-        session = dataclasses.replace(session, pending_calls=json.dumps(pending))
-        _driver.write(conn, _sql.SET_PENDING, {"pk_": session.pk, "pending": session.pending_calls})
+        session = sessions.set_pending_calls(conn, session, json.dumps(pending))
     first_seq = session.last_seq - len(entries) + 1
     rows: list[dict[str, Any]] = [
         {

@@ -29,10 +29,11 @@ from ..types import MemoryEntry, MemorySummary
 from . import _fast as _driver
 from . import entries as entries_table
 from . import failpoints as _failpoints
+from . import sessions
 from . import statements as _sql
 from .rows import SessionRecord, SummaryRecord
 from .schema import entry_table, session_table, summary_table
-from .store import get_session
+from .sessions import get_session
 
 __all__ = [
     "NewSummary",
@@ -228,7 +229,7 @@ def claim(conn: Connection, session: SessionRecord, token: str, now: datetime, t
             f"session {session.session_id!r} is being compressed by another worker"
         )
     expires_at = now + timedelta(seconds=ttl)
-    _driver.write(conn, _sql.CLAIM, {"pk_": session.pk, "token": token, "expires": expires_at})
+    sessions.set_claim(conn, session.pk, token, expires_at)
 
 
 def release_failed_claim(
@@ -246,16 +247,7 @@ def release_failed_claim(
     # overflows); backoff_max caps the pause long before that.
     failures = min(session.failures + 1, _MAX_COUNTED_FAILURES)
     pause = min(backoff[0] * 2.0 ** (failures - 1), backoff[1])
-    conn.execute(
-        sa.update(session_table)
-        .where(S.pk == session.pk)
-        .values(
-            claim_token=None,
-            claim_expires_at=None,
-            failures=failures,
-            backoff_until=now + timedelta(seconds=pause),
-        )
-    )
+    sessions.drop_claim(conn, session.pk, failures, now + timedelta(seconds=pause))
 
 
 def _check_claim(session: SessionRecord, token: str) -> None:
@@ -310,7 +302,7 @@ def commit_summary(
         summary_tokens=session.summary_tokens + token_count,
     )
     summary = new.stored(session.session_id, summary_id, [entry.id for entry in entries])
-    return summary, _finish_claim(conn, counted)
+    return summary, sessions.finish_claim(conn, counted)
 
 
 def commit_merge(
@@ -368,19 +360,4 @@ def commit_merge(
         summary_tokens=session.summary_tokens - original + token_count,
     )
     summary = new.stored(session.session_id, summary_id, ())  # get_summaries() lists them
-    return summary, _finish_claim(conn, counted)
-
-
-def _finish_claim(conn: Connection, session: SessionRecord) -> SessionRecord:
-    """Store the counters of ``session`` and drop its claim; the row as it is then."""
-    values = {
-        "pk_": session.pk,
-        "active_count": session.active_count,
-        "active_tokens": session.active_tokens,
-        "summary_count": session.summary_count,
-        "summary_tokens": session.summary_tokens,
-    }
-    _driver.write(conn, _sql.FINISH_CLAIM, values)
-    return dataclasses.replace(
-        session, claim_token=None, claim_expires_at=None, failures=0, backoff_until=None
-    )
+    return summary, sessions.finish_claim(conn, counted)

@@ -19,12 +19,13 @@ from ..errors import StorageBusy
 from ..tiers import MemoryTier, TierPolicy
 from ..types import LoadedSession, SessionInfo
 from . import failpoints as _failpoints
+from . import sessions
 from .cascade import delete_sessions
 from .layer_schema import in_project, item_table
 from .rows import SessionRecord
 from .schema import entry_table, session_table, summary_table
+from .sessions import session_info
 from .statements import ids_type, ids_value, in_ids
-from .store import session_info
 
 __all__ = [
     "Changed",
@@ -148,14 +149,7 @@ def least_recently_used(
 
 def clamp_future(conn: Connection, *, project: str, cut: Cutoffs) -> tuple[int, int] | None:
     """Clamp accesses stamped in the future to now; return the project's pk range."""
-    conn.execute(
-        sa.update(session_table)
-        .where(S.project == project, S.last_accessed > cut.now)
-        .values(
-            last_accessed=cut.now,
-            created_at=sa.case((S.created_at > cut.now, cut.now), else_=S.created_at),
-        )
-    )
+    sessions.clamp_future_accesses(conn, project, cut.now)
     low, high = conn.execute(
         sa.select(sa.func.min(S.pk), sa.func.max(S.pk)).where(S.project == project)
     ).one()
@@ -173,15 +167,9 @@ def recalculate_batch(
     # ``project || ''`` keeps the planner on the pk range: SQLite, without ANALYZE
     # statistics, would otherwise walk the project's whole index for every batch.
     in_project = S.project.concat("") == project
-    statement = (
-        sa.update(session_table)
-        .where(S.pk.between(low, high), in_project, S.memory_tier != tier)
-        .values(memory_tier=tier)
+    return sessions.set_tiers(
+        conn, [S.pk.between(low, high), in_project], tier, returning=returning
     )
-    if not returning:
-        return conn.execute(statement).rowcount, []
-    rows = conn.execute(statement.returning(S.session_id, S.memory_tier)).all()
-    return len(rows), rows
 
 
 def count_expired(conn: Connection, *, project: str, cutoff: Any) -> int:
@@ -264,7 +252,7 @@ def load_sessions(
 ) -> tuple[list[LoadedSession], tuple[str, ...]]:
     """Pick up to ``limit`` sessions of ``project`` that are not expired, by tier then
     recency, and record an access of each (stamped ``cut.now``, never before the
-    session's creation, as :func:`store.touch` stamps it).
+    session's creation, as :func:`sessions.touch` stamps it).
 
     Returns:
         The sessions loaded, in order, and the ids of those whose stored tier was
@@ -286,17 +274,11 @@ def load_sessions(
     ).all()
     if not picked:
         return [], ()
-    touched = conn.execute(
-        sa.update(session_table)
-        .where(among(conn, S.pk, [row.pk for row in picked]), S.last_accessed >= cut.expired)
-        .values(
-            last_accessed=stamp,
-            access_count=S.access_count + 1,
-            memory_tier=MemoryTier.ACTIVE.value,
-        )
-        .returning(session_table)
-    ).mappings()
-    updated = {session.pk: session for session in map(SessionRecord.from_row, touched)}
+    picked_pks = [row.pk for row in picked]
+    touched = sessions.touch_many(
+        conn, [among(conn, S.pk, picked_pks), S.last_accessed >= cut.expired], stamp
+    )
+    updated = {session.pk: session for session in touched}
     loaded = [
         LoadedSession(session_info(updated[row.pk]), MemoryTier(row.loaded_tier))
         for row in picked
