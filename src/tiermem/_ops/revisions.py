@@ -1,0 +1,171 @@
+"""Which entries a graph checkpoint supersedes (:mod:`tiermem._ops.threads`).
+
+A graph's state is what its user sees: a message edited or removed there
+(``update_state``, ``RemoveMessage``, a regenerated answer) must stop being part of
+what the thread's memory summarizes, searches and recalls. Its entry is never
+deleted (the checkpoints that held it read it back exactly): it is *retired*
+(``EntryRow.retired_at``, :mod:`tiermem._storage.retired`). A put retires:
+
+* **a revision's predecessors**: a message of the new checkpoint whose id names
+  current entries of the session with another content (its new content becomes
+  a new entry) retires them. Decided from the entries the put looks up by
+  message id anyway, whatever process wrote them. A retired entry is never
+  reused: a message that comes back to an earlier content gets a new entry.
+* **removed messages**: an entry of the parent checkpoint's list for the channel
+  whose message id the new list no longer holds, except after a *compaction*:
+  when the messages removed are the oldest of the parent's list and the new list
+  starts with a message the parent's list did not hold (the summary that
+  LangChain's ``SummarizationMiddleware`` puts in place of the messages it removes
+  with ``REMOVE_ALL_MESSAGES``, or tiermem's own summary head), those messages
+  were summarized, not taken back: they stay current, and recall can bring them
+  back. A removal of the oldest messages with no new first message (a trim) is a
+  removal.
+
+The parent's list is only looked at when the new list does not extend the list
+this process knows for the channel (an append, most puts, costs nothing more); it
+is then the known list if that is the parent's version, else it is read (the
+parent's row, and its list's chain). A fork from an older checkpoint retires what
+that checkpoint held and the fork left out; the other branch's messages stay as
+they were. Removals a middleware makes on another checkpointer never reach here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from .._core.context import MemoryContext
+from .._core.render import is_summary_message
+from .._storage import checkpoints as sql
+from .._storage import retired, store
+from .._storage.database import Connection
+from ..checkpoints import NewCheckpoint
+from .known_lists import KnownLists
+from .list_plans import ListPlan, Ref
+
+__all__ = ["REFS", "Found", "removed_entries", "retire", "revised_entries", "walk"]
+
+#: The type of a channel value that is a message list held as entry ids.
+REFS = "tiermem:refs"
+
+#: An entry found by message id: (entry id, message id, message JSON, retired).
+Found = tuple[int, str, str, bool]
+
+
+def revised_entries(todo: Sequence[store.NewEntry], found: Sequence[Found]) -> list[int]:
+    """The current entries that the new messages ``todo`` revise: same message id,
+    another content."""
+    new: dict[str, set[str]] = {}
+    for entry in todo:
+        if entry.message.id:
+            new.setdefault(entry.message.id, set()).add(entry.message_json)
+    return [
+        entry_id
+        for entry_id, message_id, text, gone in found
+        if not gone and message_id in new and text not in new[message_id]
+    ]
+
+
+def removed_entries(
+    old: Sequence[tuple[str | None, Ref]], new: Sequence[BaseMessage]
+) -> list[int]:
+    """The entries of the list ``old`` ((message id, ref) in order) that the list
+    ``new`` removes, a compaction's aside (see the module docstring)."""
+    present = {message.id for message in new}
+    entries = [(mid, ref) for mid, ref in old if isinstance(ref, int) and mid is not None]
+    gone = [n for n, (mid, _) in enumerate(entries) if mid not in present]
+    if not gone:
+        return []
+    held = {mid for mid, _ in old}
+    compacted = gone == list(range(len(gone))) and bool(new)
+    if compacted and (is_summary_message(new[0]) or new[0].id not in held):
+        return []
+    return [int(entries[n][1]) for n in gone]
+
+
+def retire(
+    ctx: MemoryContext,
+    conn: Connection,
+    known: KnownLists,
+    new: NewCheckpoint,
+    plans: Sequence[ListPlan],
+    revised: Sequence[int],
+) -> None:
+    """In the put's transaction: retire the entries ``revised`` and those the new
+    lists remove from the parent checkpoint's (see the module docstring)."""
+    changed = [plan for plan in plans if not plan.extends]
+    if not revised and (new.parent_id is None or not changed):
+        return
+    sessions = sql.thread_sessions(conn, ctx.project, [new.thread_id])
+    session_pk = sessions.get(new.thread_id)
+    if session_pk is None:
+        return
+    doomed = list(revised)
+    if new.parent_id is not None and changed:
+        parent = sql.checkpoint_by_id(conn, session_pk, new.checkpoint_ns, new.parent_id)
+        versions: dict[str, Any] = {} if parent is None else json.loads(parent[1])
+        for plan in changed:
+            version = versions.get(plan.channel)
+            if version is not None:
+                old = _parent_list(conn, known, new, session_pk, plan.channel, str(version))
+                doomed += removed_entries(old, plan.messages)
+    if doomed:
+        retired.retire(conn, session_pk, doomed, ctx.now())
+
+
+def _parent_list(
+    conn: Connection,
+    known: KnownLists,
+    new: NewCheckpoint,
+    session_pk: int,
+    channel: str,
+    version: str,
+) -> list[tuple[str | None, Ref]]:
+    """(message id, ref) of each message of the channel's list at ``version``: the
+    known list when it is that version, else read."""
+    cached = known.get((new.thread_id, new.checkpoint_ns, channel))
+    if cached is not None and cached.version == version:
+        return [(m.id, ref) for m, ref in zip(cached.messages, cached.refs, strict=True)]
+    refs = load_refs(conn, session_pk, new.checkpoint_ns, channel, version)
+    ids = retired.entry_message_ids(conn, [ref for ref in refs if isinstance(ref, int)])
+    return [(ids.get(ref) if isinstance(ref, int) else _inline_id(ref), ref) for ref in refs]
+
+
+def _inline_id(ref: str) -> str | None:
+    """The id of a message kept inline in its list (its JSON)."""
+    found = json.loads(ref).get("data", {}).get("id")
+    return None if found is None else str(found)
+
+
+def load_refs(
+    conn: Connection, session_pk: int, namespace: str, channel: str, version: str
+) -> list[Ref]:
+    """The refs of a stored message list (empty when it is not stored as one)."""
+    rows = sql.blob_rows(conn, session_pk, namespace, [(channel, version)])
+    if not rows or rows[0][2] != REFS:
+        return []
+    decoded = json.loads(bytes(rows[0][3]))
+    if "refs" in decoded:
+        return list(decoded["refs"])
+    links = {
+        str(v): json.loads(bytes(value))
+        for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [rows[0][4]])
+    }
+    return walk(links, version)[0]
+
+
+def walk(links: dict[str, Any], version: str) -> tuple[list[Ref], int]:
+    """The refs of ``version``'s list, following its chain of deltas back to the
+    full list it starts from, and the number of links followed."""
+    tails: list[list[Ref]] = []
+    link = links[version]
+    while "refs" not in link:
+        tails.append(link["add"])
+        link = links[link["base"]]
+    refs = list(link["refs"])
+    for tail in reversed(tails):
+        refs.extend(tail)
+    return refs, len(tails)

@@ -1,0 +1,60 @@
+"""Retiring entries (``EntryRow.retired_at``): an entry superseded by a revision of
+its message, or by its removal, stops being current but is kept, for the graph
+checkpoints that hold it (:mod:`tiermem._ops.revisions` decides which)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .._core.messages import load_text
+from .schema import entry_table, session_table
+from .vector_schema import entry_vector_table
+
+__all__ = ["entry_message_ids", "retire"]
+
+E, S, V = entry_table.c, session_table.c, entry_vector_table.c
+
+
+def retire(conn: Connection, session_pk: int, entry_ids: Iterable[int], now: datetime) -> int:
+    """Mark the session's current entries among ``entry_ids`` retired at ``now``, in
+    the caller's transaction; returns how many were.
+
+    Those still active leave the session's active counters (compression and the
+    context count only current entries); their vectors are dropped, so a search by
+    meaning never spends a place on them. A compressed entry stays linked to its
+    summary, whose text was written already."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return 0
+    retired = conn.execute(
+        sa.update(entry_table)
+        .where(E.session_pk == session_pk, E.id.in_(ids), E.retired_at.is_(None))
+        .values(retired_at=now)
+        .returning(E.id, E.token_count, E.summary_id)
+    ).all()
+    active = [row for row in retired if row[2] is None]
+    if active:
+        conn.execute(
+            sa.update(session_table)
+            .where(S.pk == session_pk)
+            .values(
+                active_count=S.active_count - len(active),
+                active_tokens=S.active_tokens - sum(int(row[1]) for row in active),
+            )
+        )
+    if retired:
+        conn.execute(sa.delete(entry_vector_table).where(V.entry_id.in_([r[0] for r in retired])))
+    return len(retired)
+
+
+def entry_message_ids(conn: Connection, entry_ids: Iterable[int]) -> dict[int, str | None]:
+    """The message id of each entry of ``entry_ids`` (``None``: its message has none)."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return {}
+    query = sa.select(E.id, E.message_id).where(E.id.in_(ids))
+    return {int(pk): None if mid is None else load_text(mid) for pk, mid in conn.execute(query)}
