@@ -69,9 +69,7 @@ def revised_entries(todo: Sequence[store.NewEntry], found: Sequence[Found]) -> l
     ]
 
 
-def removed_entries(
-    old: Sequence[tuple[str | None, Ref]], new: Sequence[BaseMessage]
-) -> list[int]:
+def removed_entries(old: Sequence[tuple[str | None, Ref]], new: Sequence[BaseMessage]) -> list[int]:
     """The entries of the list ``old`` ((message id, ref) in order) that the list
     ``new`` removes, a compaction's aside (see the module docstring)."""
     present = {message.id for message in new}

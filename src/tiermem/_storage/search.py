@@ -574,8 +574,7 @@ def search_entries(
     floor: float = 0.0,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) containing any word of ``query``,
-    compressed originals included, retired ones not (see ``EntryRow.retired_at``),
-    best first.
+    compressed originals included, retired ones not (``EntryRow.retired_at``), best first.
 
     Args:
         now: the memory's clock (recency and tiers); the current time by default.

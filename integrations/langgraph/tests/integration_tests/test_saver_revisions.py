@@ -90,10 +90,15 @@ def test_an_edit_and_a_removal_through_update_state_reach_the_memory(
     assert _seen(memory.get_messages("t")) == _seen(_state(graph)) == [("h0", NEW)]
     assert [e.content for e in memory.get_entries("t", include_compressed=False)] == [NEW]
 
-    history = {s.config["configurable"]["checkpoint_id"]: s for s in graph.get_state_history(THREAD)}
+    history = {
+        s.config["configurable"]["checkpoint_id"]: s for s in graph.get_state_history(THREAD)
+    }
     old = history[before.config["configurable"]["checkpoint_id"]]
     assert _seen(old.values["messages"]) == _seen(before.values["messages"])
-    assert _seen(old.values["messages"]) == [("h0", OLD), ("ai0", "Filed under turquoise 0: " + OLD)]
+    assert _seen(old.values["messages"]) == [
+        ("h0", OLD),
+        ("ai0", "Filed under turquoise 0: " + OLD),
+    ]
     # Nothing is lost: the superseded entries are kept, marked retired.
     kept = memory.get_entries("t")
     assert [(e.content, e.retired_at is not None) for e in kept] == [
@@ -193,3 +198,17 @@ def test_a_removal_on_a_fork_is_read_from_the_forked_checkpoint(
     assert "Name a bird" not in _found(memory, "bird")
     # The other branch's messages are left as they were.
     assert "Name another bird" in _found(memory, "bird")
+
+
+def test_an_export_keeps_what_was_retired(memory: ConversationMemory) -> None:
+    """An export holds the retired entries with their time; importing it elsewhere
+    gives a session that searches and reads as the original does."""
+    graph = _graph(memory)
+    _ask(graph, OLD, "h0")
+    graph.update_state(THREAD, {"messages": [HumanMessage(NEW, id="h0"), RemoveMessage(id="ai0")]})
+    state = memory.export_session("t")
+    assert [e.retired_at is not None for e in state.entries] == [True, True, False]
+    memory.import_session(state.to_json(), session_id="copy")
+    assert memory.export_session("copy").entries == state.entries
+    assert [hit.entry.content for hit in memory.search("card", session_id="copy")] == [NEW]
+    assert _seen(memory.get_messages("copy")) == [("h0", NEW)]

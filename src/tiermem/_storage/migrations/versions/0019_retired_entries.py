@@ -4,7 +4,9 @@ A graph's checkpoint that revises a message (same id, new content) or removes on
 keeps the superseded entry, which older checkpoints still read back, and marks it
 retired: contexts, compression, search and recall leave it out. The column is
 nullable and every stored entry stays current (``NULL``). A downgrade drops the
-column: the entries it marked become current again.
+column: the entries it marked become current again, counted again in their
+session's active counters (one retired inside a compressed prefix is then an active
+entry there, which ``tiermem doctor`` reports).
 
 Revision ID: 0019
 Revises: 0018
@@ -38,8 +40,24 @@ def upgrade() -> None:
         op.add_column(TABLE, sa.Column(COLUMN, utc_column(), nullable=True))
 
 
+#: The retired entries of a session that are not compressed: those its active
+#: counters leave out.
+_HELD = (
+    "FROM tiermem_entry AS e WHERE e.session_pk = tiermem_session.pk"
+    " AND e.retired_at IS NOT NULL AND e.summary_id IS NULL"
+)
+
+
 def downgrade() -> None:
-    """Drop the column (SQLite 3.35 and later drop a column in place)."""
+    """Count the retired entries as active again and drop the column (SQLite 3.35
+    and later drop a column in place)."""
     columns = _columns()
-    if columns is not None and COLUMN in columns:
-        op.drop_column(TABLE, COLUMN)
+    if columns is None or COLUMN not in columns:
+        return
+    op.get_bind().exec_driver_sql(
+        "UPDATE tiermem_session SET"
+        f" active_count = active_count + (SELECT count(*) {_HELD}),"
+        f" active_tokens = active_tokens + (SELECT coalesce(sum(e.token_count), 0) {_HELD})"
+        f" WHERE EXISTS (SELECT 1 {_HELD})"
+    )
+    op.drop_column(TABLE, COLUMN)
