@@ -43,6 +43,7 @@ from .._storage import checkpoints as sql
 from .._storage import retired, store
 from .._storage.database import Connection
 from ..checkpoints import NewCheckpoint
+from ..errors import SessionNotFound
 from .known_lists import KnownLists
 from .list_plans import ListPlan, Ref
 
@@ -97,10 +98,13 @@ def retire(
     changed = [plan for plan in plans if not plan.extends]
     if not revised and (new.parent_id is None or not changed):
         return
-    sessions = sql.thread_sessions(conn, ctx.project, [new.thread_id])
-    session_pk = sessions.get(new.thread_id)
-    if session_pk is None:
-        return
+    try:
+        # Locked first (PostgreSQL), as every writer of the session locks it before
+        # its entries: retiring entries then never waits on a compression that
+        # holds the session and waits on them.
+        session_pk = store.get_session(conn, ctx.project, new.thread_id).pk
+    except SessionNotFound:
+        return  # its first checkpoint: nothing to retire
     doomed = list(revised)
     if new.parent_id is not None and changed:
         parent = sql.checkpoint_by_id(conn, session_pk, new.checkpoint_ns, new.parent_id)

@@ -212,3 +212,14 @@ def test_an_export_keeps_what_was_retired(memory: ConversationMemory) -> None:
     assert memory.export_session("copy").entries == state.entries
     assert [hit.entry.content for hit in memory.search("card", session_id="copy")] == [NEW]
     assert _seen(memory.get_messages("copy")) == [("h0", NEW)]
+
+
+async def test_the_async_api_retires_as_the_sync_one(memory: ConversationMemory) -> None:
+    """``ainvoke`` and ``aupdate_state``: the same edit retires the same entries."""
+    graph = _graph(memory)
+    await graph.ainvoke({"messages": [HumanMessage(OLD, id="h0")]}, THREAD)
+    edit = {"messages": [HumanMessage(NEW, id="h0"), RemoveMessage(id="ai0")]}
+    await graph.aupdate_state(THREAD, edit)
+    hits = await memory.asearch("card turquoise", session_id="t")
+    assert [hit.entry.content for hit in hits] == [NEW]
+    assert _seen(await memory.aget_messages("t")) == [("h0", NEW)]
