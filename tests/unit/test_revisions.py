@@ -4,16 +4,13 @@ oldest, an emptied list; never the oldest messages a summary now stands for."""
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-
-from tiermem._core.messages import SUMMARY_MARKER
 from tiermem._ops.revisions import removed_entries
 
 OLD: list[tuple[str | None, int | str]] = [("h0", 1), ("a0", 2), ("h1", 3), ("a1", 4)]
 
 
-def _messages(*ids: str) -> list[BaseMessage]:
-    return [HumanMessage(f"text of {i}", id=i) for i in ids]
+def _messages(*ids: str) -> list[str | None]:
+    return list(ids)
 
 
 def test_a_message_removed_anywhere_is_retired() -> None:
@@ -39,12 +36,13 @@ def test_the_oldest_removed_behind_a_new_first_message_are_a_compaction() -> Non
 
 def test_tiermem_summary_head_keeps_its_id_and_still_compacts() -> None:
     """tiermem's own summary head (kept in the list, not an entry) may keep its id."""
-    head = SystemMessage("Summary", id="head", additional_kwargs={SUMMARY_MARKER: [1]})
     old: list[tuple[str | None, int | str]] = [("head", '{"inline": true}'), *OLD]
-    assert removed_entries(old, [head, *_messages("h1", "a1")]) == []
-    assert removed_entries(old, [head, *_messages("h0", "h1", "a1")]) == [2]
+    new = _messages("head", "h1", "a1")
+    assert removed_entries(old, new, summary_first=True) == []
+    assert removed_entries(old, new) == [1, 2]  # not a summary: a trim
+    assert removed_entries(old, _messages("head", "h0", "h1", "a1"), summary_first=True) == [2]
 
 
 def test_messages_without_ids_are_never_taken_for_removed() -> None:
     old: list[tuple[str | None, int | str]] = [(None, 1), ("a0", 2)]
-    assert removed_entries(old, [AIMessage("x", id="a0")]) == []
+    assert removed_entries(old, ["a0"]) == []

@@ -11,22 +11,28 @@ deleted (the checkpoints that held it read it back exactly): it is *retired*
   a new entry) retires them. Decided from the entries the put looks up by
   message id anyway, whatever process wrote them. A retired entry is never
   reused: a message that comes back to an earlier content gets a new entry.
-* **removed messages**: an entry of the parent checkpoint's list for the channel
-  whose message id the new list no longer holds, except after a *compaction*:
-  when the messages removed are the oldest of the parent's list and the new list
-  starts with a message the parent's list did not hold (the summary that
+* **removed messages**: an entry of the previous list of the channel (that of the
+  namespace's newest checkpoint so far: the parent's, unless the graph forks from
+  an older checkpoint) whose message id the new list no longer holds, except after
+  a *compaction*: when the messages removed are the oldest of the previous list
+  and the new list starts with a message that list did not hold (the summary that
   LangChain's ``SummarizationMiddleware`` puts in place of the messages it removes
   with ``REMOVE_ALL_MESSAGES``, or tiermem's own summary head), those messages
   were summarized, not taken back: they stay current, and recall can bring them
   back. A removal of the oldest messages with no new first message (a trim) is a
   removal.
 
-The parent's list is only looked at when the new list does not extend the list
+The previous list is the thread's newest rather than the parent's so that the
+memory follows what the thread shows (``get_state``): a fork from an older
+checkpoint (a chat UI's "edit" or "regenerate", which re-run from the checkpoint
+before the message) retires what the branch it leaves held and it does not. A
+message of that branch that comes back (a fork back to it) is a new entry.
+
+The previous list is only looked at when the new list does not extend the list
 this process knows for the channel (an append, most puts, costs nothing more); it
-is then the known list if that is the parent's version, else it is read (the
-parent's row, and its list's chain). A fork from an older checkpoint retires what
-that checkpoint held and the fork left out; the other branch's messages stay as
-they were. Removals a middleware makes on another checkpointer never reach here.
+is then the known list if that is the newest checkpoint's version, else it is read
+(the newest checkpoint's row, and its list's chain). Removals a middleware makes
+on another checkpointer never reach here.
 """
 
 from __future__ import annotations
@@ -34,8 +40,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Any
-
-from langchain_core.messages import BaseMessage
 
 from .._core.context import MemoryContext
 from .._core.render import is_summary_message
@@ -70,17 +74,23 @@ def revised_entries(todo: Sequence[store.NewEntry], found: Sequence[Found]) -> l
     ]
 
 
-def removed_entries(old: Sequence[tuple[str | None, Ref]], new: Sequence[BaseMessage]) -> list[int]:
-    """The entries of the list ``old`` ((message id, ref) in order) that the list
-    ``new`` removes, a compaction's aside (see the module docstring)."""
-    present = {message.id for message in new}
+def removed_entries(
+    old: Sequence[tuple[str | None, Ref]],
+    new_ids: Sequence[str | None],
+    *,
+    summary_first: bool = False,
+) -> list[int]:
+    """The entries of the list ``old`` ((message id, ref) in order) that the list of
+    message ids ``new_ids`` removes, a compaction's aside (see the module docstring);
+    ``summary_first``: the new list starts with tiermem's summary message."""
+    present = set(new_ids)
     entries = [(mid, ref) for mid, ref in old if isinstance(ref, int) and mid is not None]
     gone = [n for n, (mid, _) in enumerate(entries) if mid not in present]
     if not gone:
         return []
     held = {mid for mid, _ in old}
-    compacted = gone == list(range(len(gone))) and bool(new)
-    if compacted and (is_summary_message(new[0]) or new[0].id not in held):
+    compacted = gone == list(range(len(gone))) and bool(new_ids)
+    if compacted and (summary_first or new_ids[0] not in held):
         return []
     return [int(entries[n][1]) for n in gone]
 
@@ -94,9 +104,10 @@ def retire(
     revised: Sequence[int],
 ) -> None:
     """In the put's transaction: retire the entries ``revised`` and those the new
-    lists remove from the parent checkpoint's (see the module docstring)."""
+    lists remove from the previous ones (see the module docstring)."""
     changed = [plan for plan in plans if not plan.extends]
-    if not revised and (new.parent_id is None or not changed):
+    moved = _moved(known, new, {plan.channel for plan in plans})
+    if not revised and (new.parent_id is None or not (changed or moved)):
         return
     try:
         # Locked first (PostgreSQL), as every writer of the session locks it before
@@ -106,19 +117,40 @@ def retire(
     except SessionNotFound:
         return  # its first checkpoint: nothing to retire
     doomed = list(revised)
-    if new.parent_id is not None and changed:
-        parent = sql.checkpoint_by_id(conn, session_pk, new.checkpoint_ns, new.parent_id)
-        versions: dict[str, Any] = {} if parent is None else json.loads(parent[1])
+    if new.parent_id is not None and (changed or moved):
+        newest = sql.latest_checkpoint(conn, session_pk, new.checkpoint_ns)
+        versions: dict[str, Any] = {} if newest is None else json.loads(newest[1])
         for plan in changed:
-            version = versions.get(plan.channel)
-            if version is not None:
-                old = _parent_list(conn, known, new, session_pk, plan.channel, str(version))
-                doomed += removed_entries(old, plan.messages)
+            if (version := versions.get(plan.channel)) is not None:
+                old = _list(conn, known, new, session_pk, plan.channel, str(version))
+                first = bool(plan.messages) and is_summary_message(plan.messages[0])
+                ids = [message.id for message in plan.messages]
+                doomed += removed_entries(old, ids, summary_first=first)
+        for channel in moved:
+            version = versions.get(channel)
+            if version is not None and str(version) != str(new.versions[channel]):
+                old = _list(conn, known, new, session_pk, channel, str(version))
+                now = _list(conn, known, new, session_pk, channel, str(new.versions[channel]))
+                first = bool(now) and isinstance(now[0][1], str)
+                doomed += removed_entries(old, [mid for mid, _ in now], summary_first=first)
     if doomed:
         retired.retire(conn, session_pk, doomed, ctx.now())
 
 
-def _parent_list(
+def _moved(known: KnownLists, new: NewCheckpoint, planned: set[str]) -> list[str]:
+    """The message-list channels that the checkpoint does not write but holds at
+    another version than the list this process knows: a fork's first checkpoint,
+    which holds an older checkpoint's lists."""
+    moved = []
+    for channel, version in new.versions.items():
+        if channel not in planned:
+            cached = known.get((new.thread_id, new.checkpoint_ns, channel))
+            if cached is not None and cached.version != str(version):
+                moved.append(channel)
+    return moved
+
+
+def _list(
     conn: Connection,
     known: KnownLists,
     new: NewCheckpoint,
@@ -127,7 +159,8 @@ def _parent_list(
     version: str,
 ) -> list[tuple[str | None, Ref]]:
     """(message id, ref) of each message of the channel's list at ``version``: the
-    known list when it is that version, else read."""
+    known list when it is that version, else read (empty when that version is no
+    stored message list)."""
     cached = known.get((new.thread_id, new.checkpoint_ns, channel))
     if cached is not None and cached.version == version:
         return [(m.id, ref) for m, ref in zip(cached.messages, cached.refs, strict=True)]

@@ -182,22 +182,42 @@ def test_a_regenerated_answer_retires_the_old_one(memory: ConversationMemory) ->
     assert _seen(memory.get_messages("t")) == _seen(_state(graph))
 
 
-def test_a_removal_on_a_fork_is_read_from_the_forked_checkpoint(
-    memory: ConversationMemory,
-) -> None:
-    """A fork from an older checkpoint, whose list this process does not hold in
-    memory: what it removes from that checkpoint's stored list is retired."""
+def test_a_fork_retires_the_branch_it_leaves(memory: ConversationMemory) -> None:
+    """``update_state`` from an older checkpoint (a chat UI's edit): the thread now
+    shows the fork, so what the branch left behind held and the fork does not is
+    retired; a saver that knows only what it reads retires as well."""
     graph = _graph(memory)
     _ask(graph, "Name a bird", "h0")
     first = graph.get_state(THREAD).config
     _ask(graph, "Name another bird", "h1")
-    graph.update_state(first, {"messages": [RemoveMessage(id="ai0")]})
-    assert _found(memory, "turquoise") == ["Filed under turquoise 1: Name another bird"]
+    graph.update_state(first, {"messages": [HumanMessage("Name a fish", id="h1b")]})
+    assert _seen(memory.get_messages("t")) == _seen(_state(graph))
+    assert sorted(_found(memory, "bird")) == ["Filed under turquoise 0: Name a bird", "Name a bird"]
     fresh = _graph(memory)  # another saver: it knows only what it reads
     fresh.update_state(THREAD, {"messages": [RemoveMessage(id="h0")]})
-    assert "Name a bird" not in _found(memory, "bird")
-    # The other branch's messages are left as they were.
-    assert "Name another bird" in _found(memory, "bird")
+    assert _found(memory, "bird") == ["Filed under turquoise 0: Name a bird"]
+    assert _seen(memory.get_messages("t")) == _seen(_state(fresh))
+
+
+def test_a_regenerate_from_the_checkpoint_before_the_answer(memory: ConversationMemory) -> None:
+    """The graph run again from the checkpoint before its last answer: the new answer
+    replaces the old one in the memory too."""
+    answers = iter(["a heron", "a kingfisher"])
+
+    def chat(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(next(answers))]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chat", chat)
+    builder.add_edge(START, "chat")
+    builder.add_edge("chat", END)
+    graph = builder.compile(checkpointer=TieredSaver(memory))
+    _ask(graph, "Name a bird", "h0")
+    before = next(s for s in graph.get_state_history(THREAD) if s.next == ("chat",))
+    graph.invoke(None, before.config)
+    assert [m.content for m in _state(graph)] == ["Name a bird", "a kingfisher"]
+    assert _found(memory, "heron kingfisher") == ["a kingfisher"]
+    assert _seen(memory.get_messages("t")) == _seen(_state(graph))
 
 
 def test_an_export_keeps_what_was_retired(memory: ConversationMemory) -> None:
