@@ -8,12 +8,15 @@ On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
@@ -70,7 +73,7 @@ def _state(graph: Graph) -> list[BaseMessage]:
 
 
 def _found(memory: ConversationMemory, query: str) -> list[str]:
-    return [hit.entry.content for hit in memory.search(query, session_id="t")]
+    return [hit.entry.content for hit in memory.search(query, session_id="t", limit=50)]
 
 
 def test_an_edit_and_a_removal_through_update_state_reach_the_memory(
@@ -243,3 +246,35 @@ async def test_the_async_api_retires_as_the_sync_one(memory: ConversationMemory)
     hits = await memory.asearch("card turquoise", session_id="t")
     assert [hit.entry.content for hit in hits] == [NEW]
     assert _seen(await memory.aget_messages("t")) == [("h0", NEW)]
+
+
+class _Model(GenericFakeChatModel):
+    """A scripted chat model that ``create_agent`` may bind tools to."""
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, AIMessage]:
+        return self
+
+
+def test_summarization_middleware_in_an_agent_retires_nothing(
+    memory: ConversationMemory,
+) -> None:
+    """``create_agent`` with LangChain's ``SummarizationMiddleware``: once it replaces
+    the oldest messages by its summary, they stay current and searchable."""
+    answers = iter([AIMessage(f"Heron fact {n}", id=f"ai{n}") for n in range(4)])
+    summarizer = _Model(messages=iter([AIMessage("Summary: herons fish at dawn.")] * 4))
+    middleware = SummarizationMiddleware(
+        model=summarizer, trigger=("messages", 5), keep=("messages", 2)
+    )
+    agent = create_agent(
+        _Model(messages=answers), [], middleware=[middleware], checkpointer=TieredSaver(memory)
+    )
+    for n in range(4):
+        agent.invoke({"messages": [HumanMessage(f"Tell me heron fact {n}", id=f"h{n}")]}, THREAD)
+    state = agent.get_state(THREAD).values["messages"]
+    assert "herons fish at dawn" in str(state[0].content)  # summarized
+    assert "h0" not in [m.id for m in state]
+    originals = [f"Tell me heron fact {n}" for n in range(4)] + [
+        f"Heron fact {n}" for n in range(4)
+    ]
+    assert set(originals) <= set(_found(memory, "heron fact"))
+    assert all(entry.retired_at is None for entry in memory.get_entries("t"))
