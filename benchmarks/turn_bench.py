@@ -12,9 +12,13 @@ goes, in the same process and the same run, through
   its ``before_model`` hook with a fake model and tiktoken counting);
 * ``ConversationSummaryBufferMemory`` (langchain-classic, in memory).
 
-The contenders step turn by turn in rotating order, so a burst of load on a shared
-machine falls on all of them alike; the thread's CPU time of each turn (user and
-system, no waiting) is reported beside its wall time, as the steadier figure there.
+The contenders step turn by turn, in a new random order each turn (seeded), so a
+burst of load on a shared machine falls on all of them alike and none always runs
+right after the same one. (A fixed rotation did: the variant it placed after a
+contender running the same code found the processor's caches warm. Two identical
+memories measured that way differed by 10-15 %; in random order, by 2 % at most.)
+The thread's CPU time of each turn (user and system, no waiting) is reported beside
+its wall time, as the steadier figure there.
 The conversation is played ``--repeat`` times (fresh contenders each time); per
 contender, the p50 and p95 of the last 10 % of turns are taken per repeat and the
 median over repeats is reported, with the ratio of each to
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -106,17 +111,24 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def play(corpus: list[Turn], postgres: bool) -> dict[str, dict[str, float]]:
-    """Play ``corpus`` through every contender, interleaved; p50/p95 of the last 10 % (us)."""
+def turn_orders(names: Sequence[str], turns: int, seed: int) -> Iterator[list[str]]:
+    """The order the contenders step in, per turn: a random permutation each time."""
+    shuffled = random.Random(seed)
+    for _ in range(turns):
+        yield shuffled.sample(list(names), len(names))
+
+
+def play(corpus: list[Turn], postgres: bool, seed: int) -> dict[str, dict[str, float]]:
+    """Play ``corpus`` through every contender, interleaved in a random order per turn;
+    p50/p95 of the last 10 % (us)."""
     with tempfile.TemporaryDirectory(prefix="tiermem-turn-") as directory:
         contenders = _contenders(directory, postgres)
         names = list(contenders)
         times: dict[str, list[float]] = {name: [] for name in names}
         cpu: dict[str, list[float]] = {name: [] for name in names}
         try:
-            for index, turn in enumerate(corpus):
-                shift = index % len(names)
-                for name in names[shift:] + names[:shift]:
+            for turn, order in zip(corpus, turn_orders(names, len(corpus), seed), strict=True):
+                for name in order:
                     step = contenders[name].step
                     begin, begin_cpu = time.perf_counter(), time.thread_time()
                     step(turn.human, turn.ai)
@@ -239,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"load_average": [round(os.getloadavg()[0], 2)], "turns": {}}
     for turns in lengths:
         corpus = make_corpus(turns, args.seed)
-        runs = [play(corpus, postgres) for _ in range(args.repeat)]
+        runs = [play(corpus, postgres, args.seed + run) for run in range(args.repeat)]
         rows = _median_of(runs)
         base = rows[BASELINE]["p50_us"]
         report["turns"][turns] = rows

@@ -56,3 +56,18 @@ def test_the_feed_cost_is_reported_on_both_backends_in_cpu_seconds(tmp_path: Pat
         assert on["kib"] > off["kib"] > 0
         for row in (on, off):
             assert 0 < row["cpu_seconds"] and 0 < row["seconds"]
+
+
+def test_no_contender_always_steps_right_after_the_same_one() -> None:
+    """The turn order is drawn afresh each turn: the feed-off variant is not always
+    preceded by the feed-on one (whose code would leave it warm caches), and every
+    contender sometimes steps first."""
+    names = ["tiermem", turn_bench.NO_RECALL, turn_bench.NO_FEED, turn_bench.BASELINE, "classic"]
+    orders = list(turn_bench.turn_orders(names, 200, seed=0))
+    assert all(sorted(order) == sorted(names) for order in orders)
+    before = {
+        order[place - 1] for order in orders if (place := order.index(turn_bench.NO_FEED)) > 0
+    }
+    assert before == set(names) - {turn_bench.NO_FEED}
+    assert {order[0] for order in orders} == set(names)
+    assert list(turn_bench.turn_orders(names, 200, seed=0)) == orders  # seeded

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from langchain_core.messages import HumanMessage
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem._storage import entries, failpoints
 from tiermem._storage import events as events_storage
-from tiermem._storage import failpoints, store
 from tiermem.errors import ImportValidationError, InvalidArgument, StorageError, SummarizerFailed
 from tiermem.feed import EVENT_VERSION, ChangeEvent
 from tiermem.testing import FakeSummarizer, ManualClock, SignalRecorder, wait_for_feed
@@ -441,7 +441,7 @@ def test_large_batches_of_events(
     """A change with more events than one INSERT takes (a large prune or tier change)
     writes them all, in order."""
     monkeypatch.setattr(events_storage, "_PG_ROWS", 2)
-    monkeypatch.setattr(store, "ENTRIES_PER_STATEMENT", 2)
+    monkeypatch.setattr(entries, "ENTRIES_PER_STATEMENT", 2)
     memory = make_memory()
     stored = memory.add_messages("s", [HumanMessage(f"m{n}") for n in range(5)])
     assert [entry.seq for entry in stored] == [1, 2, 3, 4, 5]

@@ -15,6 +15,8 @@ from sqlalchemy.engine import Engine
 from tiermem_langgraph import TieredStore
 
 from tiermem import ConversationMemory, MemoryConfig
+from tiermem._core import messages as parse_cache
+from tiermem._ops import recall as recall_ops
 from tiermem._storage import failpoints as _failpoints
 from tiermem._storage.cascade import SESSION_CHILDREN
 from tiermem._storage.tables import TABLES
@@ -166,6 +168,22 @@ def test_forget_after_clear_session_still_erases_the_events(
     )
     assert result.events > 24
     assert rows_naming_the_person(engine) == {}
+
+
+def test_forget_leaves_no_erased_text_in_the_process_caches(make_memory: MemoryFactory) -> None:
+    """The parsed-message cache and recall's word cache, which every memory of the
+    process shares and which are keyed by stored text, hold none of the erased text
+    afterwards (a read and a recalling read filled both first)."""
+    memory = make_memory(config=MemoryConfig(max_tokens=300))
+    for index in range(30):
+        memory.add_user_message(ADA, f"my passport is {SECRET}, trip {index}")
+        memory.add_assistant_message(ADA, f"noted, trip {index}")
+    memory.get_messages(ADA, query=f"passport {SECRET}")
+    assert any(SECRET in text for text in list(parse_cache._CACHE))
+    assert recall_ops._cached_words.cache_info().currsize > 0
+    forget_ada(memory)
+    assert not any(SECRET in text for text in list(parse_cache._CACHE))
+    assert recall_ops._cached_words.cache_info().currsize == 0
 
 
 def test_forget_twice_finds_nothing(make_memory: MemoryFactory) -> None:

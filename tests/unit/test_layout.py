@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from pathlib import Path
+
+import pytest
 
 import tiermem
 
@@ -244,3 +247,36 @@ def _is_module(
         anchor = anchor[: len(anchor) - node.level + 1]
         base = ".".join(anchor + ([base] if base else []))
     return f"{base}.{imported}" in known
+
+
+#: What a module writing a conversation table contains: a SQLAlchemy INSERT or
+#: UPDATE of it, raw SQL doing so, or a name of a statement that does.
+TABLE_WRITES = {
+    "entry": (
+        r"(insert|update)\(entry_table",
+        r"(INSERT INTO|UPDATE) tiermem_entry\b",
+        r"\b(INSERT_ENTRIES|LINK_ENTRIES)\b",
+    ),
+    "summary": (
+        r"(insert|update)\(summary_table",
+        r"(INSERT INTO|UPDATE) tiermem_summary\b",
+        r"\b(INSERT_SUMMARY|SET_PARENT)\b",
+    ),
+}
+#: The one writer of each (``statements`` only declares the statements it runs).
+TABLE_WRITERS = {
+    "entry": {"tiermem._storage.entries", "tiermem._storage.statements"},
+    "summary": {"tiermem._storage.summaries", "tiermem._storage.statements"},
+}
+
+
+@pytest.mark.parametrize("table", sorted(TABLE_WRITES))
+def test_each_conversation_table_has_one_writer(table: str) -> None:
+    """Entries and summaries are inserted and updated by one module each (the
+    session delete cascade aside), so a rule about their rows has one place."""
+    writers = {
+        name
+        for name, path in all_modules().items()
+        if any(re.search(pattern, path.read_text()) for pattern in TABLE_WRITES[table])
+    }
+    assert writers == TABLE_WRITERS[table]

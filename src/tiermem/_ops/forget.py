@@ -23,7 +23,9 @@ an erased scope or a namespace under an erased prefix, are deleted with them
 Everything is deleted in one transaction (all or nothing; a dry run only counts,
 in a read transaction), which records one ``forgotten`` event holding counts
 only, never a name or a text. After the commit the database files are scrubbed
-(:func:`tiermem._storage.erasure.scrub`), then the ``forgotten`` signal is sent.
+(:func:`tiermem._storage.erasure.scrub`), this process's caches of stored text are
+emptied (other processes' caches drop a text only when they evict it), then the
+``forgotten`` signal is sent.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from .._core.context import MemoryContext
-from .._core.messages import validate_session_id
+from .._core.messages import clear_cache, validate_session_id
 from .._core.runner import Op, compute
 from .._storage import erasure
 from .._storage.database import Connection
@@ -41,6 +43,7 @@ from ..events import Forgotten
 from ..types import ForgetResult
 from . import feed
 from .layer_base import validate_scope
+from .recall import clear_word_cache
 
 __all__ = ["forget"]
 
@@ -121,6 +124,11 @@ def forget(
     touched = [table for table, count in rows.items() if count]
     scrub = partial(erasure.scrub, ctx.database.engine, touched, vacuum=vacuum)
     scrubbed = yield from compute(scrub)  # on a worker thread from the async API
+    # This process's caches of stored text (parsed messages, the words recall compares)
+    # are shared by every memory and keyed by the text itself: emptied whole, so no
+    # erased text stays in them until evicted.
+    clear_cache()
+    clear_word_cache()
     result = _result(found, rows, dry_run=False, scrubbed=scrubbed)
     yield from ctx.emit([Forgotten(project, result)])
     return result

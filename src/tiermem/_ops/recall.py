@@ -56,7 +56,14 @@ from ..tokens import TokenCounter
 from ..types import MemoryEntry, MemorySummary, SearchHit
 from .embed import query_vector
 
-__all__ = ["check_query", "find", "recall", "render_recalled", "text_with_recall"]
+__all__ = [
+    "check_query",
+    "clear_word_cache",
+    "find",
+    "recall",
+    "render_recalled",
+    "text_with_recall",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -300,6 +307,11 @@ def _words(text: str) -> frozenset[str]:
 @functools.lru_cache(maxsize=2_048)
 def _cached_words(text: str) -> frozenset[str]:
     return frozenset(fts.query_words(text, None))
+
+
+def clear_word_cache() -> None:
+    """Drop every cached word set (``forget``: they are made of stored text)."""
+    _cached_words.cache_clear()
 
 
 #: Words of a question a recall searches for: its longest ones (the rarer, mostly).

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["execute_sql", "fetch", "fetch_rows", "first", "write"]
+__all__ = ["execute_many", "execute_sql", "fetch", "fetch_rows", "first", "write"]
 
 Processor = Callable[[Any], Any] | None
 
@@ -109,20 +109,33 @@ def _arguments(compiled: _Compiled, values: Mapping[str, Any]) -> Any:
 def execute_sql(conn: Connection, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
     """Run ``sql`` on the driver connection with the engine's statement listeners
     and SQLAlchemy's error wrapping; returns the DB-API cursor."""
+    return _run(conn, sql, args, many=False)
+
+
+def execute_many(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Run ``sql`` once per row of ``rows`` in one driver call (``executemany``), as
+    :func:`execute_sql` runs one."""
+    _run(conn, sql, rows, many=True).close()
+
+
+def _run(conn: Connection, sql: str, args: Any, *, many: bool) -> Any:
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     dispatch = conn.dispatch
     if dispatch.before_cursor_execute:
         for listener in dispatch.before_cursor_execute:
-            sql, args = listener(conn, cursor, sql, args, None, False)
+            sql, args = listener(conn, cursor, sql, args, None, many)
     try:
-        cursor.execute(sql, args)
+        if many:
+            cursor.executemany(sql, args)
+        else:
+            cursor.execute(sql, args)
     except conn.dialect.loaded_dbapi.Error as error:
         raise exc.DBAPIError.instance(
             sql, args, error, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
         ) from error
     if dispatch.after_cursor_execute:
         for listener in dispatch.after_cursor_execute:
-            listener(conn, cursor, sql, args, None, False)
+            listener(conn, cursor, sql, args, None, many)
     return cursor
 
 

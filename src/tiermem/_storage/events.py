@@ -49,6 +49,7 @@ from .event_schema import (
     consumer_table,
     event_table,
     stored_kind,
+    to_micros,
     wire_kind,
 )
 from .schema import dialect_insert
@@ -127,11 +128,32 @@ def insert_for_entries(
     conn: Connection, announced: EntryEvents, parts: Sequence[tuple[str, str]], ids: Sequence[int]
 ) -> None:
     """Write ``announced`` for entries inserted with ``ids`` (``parts``: per entry)."""
+    if conn.dialect.name == "sqlite":
+        # Every turn writes these: rows as the driver takes them, in one call, with
+        # nothing per row but the payload (the kind and time are the append's).
+        project, session_id = announced.project, announced.session_id
+        kind, created_at = stored_kind(announced.kind), to_micros(announced.created_at)
+        _driver.execute_many(
+            conn,
+            _SQLITE_INSERT,
+            [
+                (project, session_id, kind, f"{head}{entry_id}{tail}", created_at)
+                for (head, tail), entry_id in zip(parts, ids, strict=True)
+            ],
+        )
+        return
     rows = [
         NewEvent(announced.kind, announced.session_id, f"{head}{entry_id}{tail}")
         for (head, tail), entry_id in zip(parts, ids, strict=True)
     ]
     insert(conn, announced.project, rows, announced.created_at)
+
+
+#: SQLite: an event's row (``xid`` is always 0 there).
+_SQLITE_INSERT = (
+    "INSERT INTO tiermem_event (xid, project, session_id, kind, payload, created_at) "
+    "VALUES (0, ?, ?, ?, ?, ?)"
+)
 
 
 def entry_events_sql(
@@ -158,31 +180,22 @@ def entry_events_sql(
     return sql, args
 
 
-_COLUMNS = ("project", "session_id", "kind", "payload", "created_at")
-_INSERT_SQLITE = sa.insert(event_table).values(
-    xid=0, **{name: sa.bindparam(name, type_=V[name].type) for name in _COLUMNS}
-)
-
-
 def insert(conn: Connection, project: str, events: Sequence[NewEvent], now: Any) -> None:
     """Write ``events`` in the current transaction (``now``: a time or the server's
     ``now()`` expression)."""
     if not events:
         return
     if conn.dialect.name == "sqlite":
-        rows = [
-            {
-                "project": project,
-                "session_id": event.session_id,
-                "kind": stored_kind(event.kind),
-                "payload": event.payload,
-                "created_at": now,
-            }
-            for event in events
-        ]
         # A statement per row costs SQLite less than building a multi-row one.
-        for row in rows:
-            _driver.write(conn, _INSERT_SQLITE, row)
+        created_at = to_micros(now)
+        _driver.execute_many(
+            conn,
+            _SQLITE_INSERT,
+            [
+                (project, event.session_id, stored_kind(event.kind), event.payload, created_at)
+                for event in events
+            ],
+        )
         return
     # One multi-row INSERT sent as written: compiling a statement per call costs more
     # Python time than the round trip, and a turn's appends all pay it.

@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-import sqlalchemy as sa
 from langchain_core.messages import BaseMessage
 from sqlalchemy.engine import Connection
 
@@ -15,9 +14,8 @@ from .._core.messages import render_text, store_text
 from ..errors import ImportValidationError, SessionNotFound, StorageBusy
 from ..state import SessionState
 from ..tiers import MemoryTier, calculate_tier
-from . import cascade, fts, store, summaries
-from . import failpoints as _failpoints
-from .schema import dialect_insert, entry_table, session_table
+from . import cascade, entries, fts, store, summaries
+from .schema import dialect_insert, session_table
 
 __all__ = ["ImportPlan"]
 
@@ -103,9 +101,7 @@ class ImportPlan:
                 strict=True,
             )
         ]
-        for start in range(0, len(rows), 500):
-            conn.execute(sa.insert(entry_table), rows[start : start + 500])
-            _failpoints.hit("import.mid_batch")
+        entries.import_rows(conn, rows)
         fts.flush(conn)  # an import indexes its own entries, however many
 
     def _session_row(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -32,6 +32,7 @@ from ..errors import (
 from ..tiers import MemoryTier
 from ..types import EntryType, MemoryEntry, SessionInfo, SessionStats
 from . import _fast as _driver
+from . import entries as entries_table
 from . import events, fts
 from . import failpoints as _failpoints
 from . import statements as _sql
@@ -49,10 +50,6 @@ S, E, M = session_table.c, entry_table.c, summary_table.c
 #: segment per flush and merges segments later: 64 entries a flush cost a turn about
 #: 3 % less than 16, and a search then indexes at most 63 (about 1.5 ms).
 FTS_BATCH = 64
-
-#: Entries per PostgreSQL statement that inserts them with their events (14
-#: parameters each).
-ENTRIES_PER_STATEMENT = 1_000
 
 #: Inserts a writer creating a session tries before it gives up (``StorageBusy``):
 #: each one after the first follows a concurrent create and clear of that session.
@@ -326,7 +323,7 @@ def append(
             for row, entry, entry_id in zip(rows, entries, ids, strict=True)
         ]
 
-    stored = _insert_entries(conn, rows, announced, build)
+    stored = entries_table.insert(conn, rows, announced, build)
     if (stored[0].id - 1) // FTS_BATCH != stored[-1].id // FTS_BATCH:
         fts.flush(conn)
     _failpoints.hit("append.after_insert")
@@ -337,57 +334,6 @@ def pinned_tokens(conn: Connection, session_pk: int) -> int:
     """Tokens of the pinned context of a session (pinned entries stay active)."""
     rows = _driver.fetch_rows(conn, _sql.SELECT_PINNED_TOKENS, {"pk_": session_pk})
     return int(rows[0][0] or 0)
-
-
-def _insert_entries(
-    conn: Connection,
-    rows: Sequence[Mapping[str, Any]],
-    announced: events.EntryEvents | None,
-    build: Callable[[Sequence[int]], list[MemoryEntry]],
-) -> list[MemoryEntry]:
-    """Insert entry rows (all with the same columns) and their ``announced`` events;
-    the entries in order, made by ``build`` from the ids the rows got."""
-    if conn.dialect.name != "sqlite":
-        if announced is None:  # one multi-row INSERT ... RETURNING
-            return build(list(conn.execute(_sql.INSERT_ENTRIES, list(rows)).scalars()))
-        # The events' payloads are made before the insert (they do not read the id).
-        unsaved = build([0] * len(rows))
-        parts = [announced.parts(entry) for entry in unsaved]
-        # The entries and their events in one statement: the feed costs an append no
-        # round trip of its own. In chunks, in seq order, so that a long batch stays
-        # within the 65,535 parameters a statement takes.
-        ids: list[int] = []
-        for start in range(0, len(rows), ENTRIES_PER_STATEMENT):
-            chunk = rows[start : start + ENTRIES_PER_STATEMENT]
-            feed_sql, feed_args = events.entry_events_sql(
-                announced,
-                [row["seq"] for row in chunk],
-                parts[start : start + ENTRIES_PER_STATEMENT],
-            )
-            columns = tuple(chunk[0])
-            values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
-            sql = (
-                f"WITH new AS (INSERT INTO tiermem_entry ({', '.join(columns)}) "
-                f"VALUES {values} RETURNING id, seq), {feed_sql} SELECT id FROM new ORDER BY seq"
-            )
-            args = [row[column] for row in chunk for column in columns]
-            ids += [row[0] for row in conn.exec_driver_sql(sql, tuple(args + feed_args))]
-        return [
-            dataclasses.replace(entry, id=entry_id)
-            for entry, entry_id in zip(unsaved, ids, strict=True)
-        ]
-    # A statement per row costs SQLite less than building a multi-row one. The
-    # entries are made once, with their ids, and their events follow.
-    stored = build(
-        [
-            _driver.fetch_rows(conn, _sql.INSERT_ENTRIES, row, column_keys=tuple(row))[0][0]
-            for row in rows
-        ]
-    )
-    if announced is not None:
-        parts = [announced.parts(entry) for entry in stored]
-        events.insert_for_entries(conn, announced, parts, [entry.id for entry in stored])
-    return stored
 
 
 def _check_tool_pairing(message: BaseMessage, pending: dict[str, str]) -> None:

@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..types import MemoryEntry, MemorySummary
 from . import _fast as _driver
+from . import entries as entries_table
 from . import failpoints as _failpoints
 from . import statements as _sql
 from .rows import SessionRecord, SummaryRecord
@@ -295,8 +296,9 @@ def commit_summary(
     )
     (summary_id,) = insert_summaries(conn, session.pk, [new])
     _failpoints.hit("compress.after_summary_insert")
-    link = {"pk_": session.pk, "first": new.first_seq, "last": new.last_seq, "sid": summary_id}
-    linked = _driver.write(conn, _sql.LINK_ENTRIES, link)
+    linked = entries_table.link_to_summary(
+        conn, session.pk, new.first_seq, new.last_seq, summary_id
+    )
     if linked != len(entries):
         raise CompressionConflict("the entries changed while the summarizer ran; nothing written")
     _failpoints.hit("compress.after_link")
