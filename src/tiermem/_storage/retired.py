@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._core.messages import load_text
+from . import entries
 from .schema import entry_table, session_table
 from .vector_schema import entry_vector_table
 
@@ -30,24 +31,20 @@ def retire(conn: Connection, session_pk: int, entry_ids: Iterable[int], now: dat
     ids = sorted(set(entry_ids))
     if not ids:
         return 0
-    retired = conn.execute(
-        sa.update(entry_table)
-        .where(E.session_pk == session_pk, E.id.in_(ids), E.retired_at.is_(None))
-        .values(retired_at=now)
-        .returning(E.id, E.token_count, E.summary_id)
-    ).all()
-    active = [row for row in retired if row[2] is None]
+    retired = entries.mark_retired(conn, session_pk, ids, now)
+    active = [tokens for _, tokens, compressed in retired if not compressed]
     if active:
         conn.execute(
             sa.update(session_table)
             .where(S.pk == session_pk)
             .values(
                 active_count=S.active_count - len(active),
-                active_tokens=S.active_tokens - sum(int(row[1]) for row in active),
+                active_tokens=S.active_tokens - sum(active),
             )
         )
     if retired:
-        conn.execute(sa.delete(entry_vector_table).where(V.entry_id.in_([r[0] for r in retired])))
+        doomed = [entry_id for entry_id, _, _ in retired]
+        conn.execute(sa.delete(entry_vector_table).where(V.entry_id.in_(doomed)))
     return len(retired)
 
 
