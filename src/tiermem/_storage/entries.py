@@ -117,6 +117,6 @@ def mark_retired(
         sa.update(entry_table)
         .where(row.session_pk == session_pk, row.id.in_(list(entry_ids)), row.retired_at.is_(None))
         .values(retired_at=now)
-        .returning(row.id, row.token_count, row.summary_id.is_not(None))
+        .returning(row.id, row.token_count, row.summary_id)
     )
-    return [(int(pk), int(tokens), bool(compressed)) for pk, tokens, compressed in marked]
+    return [(int(pk), int(tokens), summary is not None) for pk, tokens, summary in marked]
