@@ -6,8 +6,10 @@ plays the agent). ``create_agent(..., checkpointer=TieredSaver.from_url(...))`` 
 the thread's state: each message is stored once, as an entry of the tiermem session
 named after the thread (searchable, exportable), and each checkpoint refers to the
 entries it holds. An edit through ``update_state`` is a new revision, so the old
-checkpoint still reads back what it held; ``prune(keep_latest)`` drops the old
-checkpoints and keeps every message.
+checkpoint still reads back what it held; made from an old checkpoint, the thread
+goes on from there, and the entries it left behind are kept but retired (out of
+the context and of search). ``prune(keep_latest)`` drops the old checkpoints and
+keeps every message.
 """
 
 from __future__ import annotations
@@ -73,9 +75,11 @@ def main(url: str | None = None) -> None:
 
         saver.prune([THREAD], strategy="keep_latest")
         left = len(list(saver.list(CONFIG)))
-        hit = memory.search("customs", session_id=THREAD, limit=1)[0].entry
-        print(f"after prune: {left} checkpoint, {len(memory.get_entries(THREAD))} entries kept")
-        print(f"search 'customs': {hit.to_message().content}")
+        kept = memory.get_entries(THREAD)
+        retired = sum(entry.retired_at is not None for entry in kept)
+        print(f"after prune: {left} checkpoint, {len(kept)} entries kept ({retired} retired)")
+        hits = memory.search("customs", session_id=THREAD)
+        print(f"search 'customs': {len(hits)} hits (the turns after the edit left the thread)")
         head = agent.get_state(CONFIG).values["messages"]
         print(
             f"the thread goes on from the edit: {len(head)} messages, the first: {head[0].content}"

@@ -83,7 +83,9 @@ class ExportedSummary(_Strict):
 
 
 class ExportedEntry(_Strict):
-    """An entry in an export; ``summary`` is the index of the summary covering it."""
+    """An entry in an export; ``summary`` is the index of the summary covering it,
+    ``retired_at`` when it stopped being current (see ``MemoryEntry.retired_at``;
+    left out of the JSON while it is current)."""
 
     seq: Integer = Field(ge=1)
     type: EntryType
@@ -93,8 +95,14 @@ class ExportedEntry(_Strict):
     pinned: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)
     summary: int | None = None
+    retired_at: datetime | None = Field(default=None, exclude_if=lambda value: value is None)
 
     _aware_times = field_validator("timestamp")(_aware)
+
+    @field_validator("retired_at")
+    @classmethod
+    def _aware_retired(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _aware(value)
 
 
 class SessionState(_Strict):

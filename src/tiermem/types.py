@@ -218,7 +218,13 @@ class MemoryConfig(KeywordChecked):
 
 @dataclass(frozen=True, slots=True)
 class MemoryEntry:
-    """One stored entry of a session, in ``seq`` order."""
+    """One stored entry of a session, in ``seq`` order.
+
+    ``retired_at`` is set once the entry is no longer current: a graph's checkpoint
+    (``TieredSaver``) revised its message (same id, new content) or removed it. A
+    retired entry is kept, for the checkpoints that hold it, but no context,
+    compression, search or recall sees it.
+    """
 
     id: int
     session_id: str
@@ -233,6 +239,7 @@ class MemoryEntry:
     metadata: Mapping[str, Any]
     pinned: bool
     message: BaseMessage = field(repr=False, compare=False)
+    retired_at: datetime | None = None
 
     def to_message(self) -> BaseMessage:
         """The LangChain message exactly as it was added (a copy)."""

@@ -1,6 +1,7 @@
 """examples/langgraph_checkpointer.py runs an agent on TieredSaver: each message is an
-entry of the thread's session, an edit keeps the old checkpoint's text, a prune keeps
-every message; its output is the same on every run."""
+entry of the thread's session, an edit keeps the old checkpoint's text and retires
+what the thread left behind, a prune keeps every message; its output is the same on
+every run."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def test_checkpointer_example(url: str, capsys: pytest.CaptureFixture[str]) -> N
     assert "user: Where is order A-102?  agent: A-102 is delayed: customs." in first
     assert "15 checkpoints, 12 messages stored once each" in first
     assert "old checkpoint still reads: Where is order A-100?" in first
-    assert "after prune: 1 checkpoint, 13 entries kept" in first
+    assert "after prune: 1 checkpoint, 13 entries kept (9 retired)" in first
+    assert "search 'customs': 0 hits" in first
     assert "the first: Where is order A-100, please?" in first
     example.main(url)
     assert capsys.readouterr().out == first

@@ -12,12 +12,14 @@ The rules:
 
 * summary ranges are valid (``1 <= first_seq <= last_seq <= last entry``); a parent
   is a summary of the session, of a higher level, covering its child's range;
-* a level-1 summary covers entries, and exactly the unpinned entries of its range;
+* a level-1 summary covers entries, and exactly the unpinned entries of its range
+  (an entry retired before it was compressed stays out, as a pinned one does);
   a merged summary has children and spans exactly from its first child's first
   seq to its last child's last seq;
 * an entry is linked to a level-1 summary of its session, never while pinned;
 * summaries with the same parent (the top-level ones too) never overlap;
-* compression takes a prefix: no unpinned active entry before a compressed one;
+* compression takes a prefix: no unpinned, current, uncompressed entry before a
+  compressed one;
 * tool results answer the latest earlier open call of their id (an id may be
   reused once answered, never while open; every call has one), on the same side
   of the compression boundary; an unanswered call is never compressed;
@@ -58,7 +60,9 @@ class EntryFacts:
     ``summary`` is the position of its summary in the session's summary list
     (``None`` while active; any other int is a link to no summary of the session).
     ``calls`` are the ``(id, name)`` of the tool calls it makes; ``answers`` is the
-    call id a tool result answers.
+    call id a tool result answers. ``retired``: no longer current (a revision or a
+    removal superseded it); a retired entry that is not compressed stays out of
+    compression, as a pinned one does.
     """
 
     seq: int
@@ -67,6 +71,13 @@ class EntryFacts:
     timestamp: datetime
     calls: tuple[tuple[str, str], ...] = ()
     answers: str | None = None
+    retired: bool = False
+
+    @property
+    def held_back(self) -> bool:
+        """Whether compression leaves it where it is: pinned, or retired before it
+        was compressed."""
+        return self.pinned or (self.retired and self.summary is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,8 +282,9 @@ def session_problems(
             if reach is None or summaries[position].last_seq > summaries[reach].last_seq:
                 reach = position
 
-    # A level-1 summary links exactly the unpinned entries of its range.
-    unpinned = [entry.seq for entry in entries if not entry.pinned]
+    # A level-1 summary links exactly the unpinned (and current, or compressed)
+    # entries of its range.
+    unpinned = [entry.seq for entry in entries if not entry.held_back]
     for position, summary in enumerate(summaries):
         if summary.level != 1 or not linked[position]:
             continue
@@ -289,7 +301,7 @@ def session_problems(
     for entry in entries:
         if entry.seq >= boundary:
             break
-        if entry.summary is None and not entry.pinned:
+        if entry.summary is None and not entry.held_back:
             yield Problem(
                 "I2",
                 "entries",

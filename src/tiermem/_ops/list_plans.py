@@ -42,6 +42,7 @@ class ListPlan:
     refs: list[Ref | None]  # None: resolved in the transaction
     base: Known | None  # a delta on this, if its row is still there
     source: Known | None  # the known list whose entry ids ``refs`` reuses
+    extends: bool = False  # whether it starts with the known list (nothing removed)
 
 
 class StaleList(Exception):
@@ -61,9 +62,10 @@ def plan_list(
     known list it extends, else whole, reusing the entry ids of known messages."""
     channel, version = key
     cached = known.get((new.thread_id, new.checkpoint_ns, channel))
-    if cached is not None and cached.depth + 1 < FULL_EVERY and _extends(cached, msgs):
+    extends = cached is not None and _extends(cached, msgs)
+    if cached is not None and extends and cached.depth + 1 < FULL_EVERY:
         tail = [_inline(ctx, m) for m in msgs[len(cached.messages) :]]
-        return ListPlan(channel, version, msgs, [*cached.refs, *tail], cached, cached)
+        return ListPlan(channel, version, msgs, [*cached.refs, *tail], cached, cached, True)
     positions = {} if cached is None else {m.id: n for n, m in enumerate(cached.messages)}
     refs: list[Ref | None] = []
     source = None
@@ -74,7 +76,7 @@ def plan_list(
             source = cached
         else:
             refs.append(_inline(ctx, message))
-    return ListPlan(channel, version, msgs, refs, None, source)
+    return ListPlan(channel, version, msgs, refs, None, source, extends)
 
 
 def witness(source: Known) -> tuple[str, int] | None:

@@ -7,7 +7,8 @@ entry ids. A list that extends the one this process last wrote or read for the
 channel is stored as the ids appended since (a *delta* on that *base* version);
 every :data:`FULL_EVERY` links, and whenever the list changed otherwise (a message
 revised or removed), it is stored whole. A revised message (same id, new content)
-is a new entry, so every checkpoint reads back the revision it held.
+is a new entry, so every checkpoint reads back the revision it held; the entry it
+supersedes, and those of messages removed, are retired (:mod:`tiermem._ops.revisions`).
 tiermem's summary message (``is_summary_message``, the head a middleware puts in
 the state) is no turn: the list row keeps its JSON, and it is never an entry.
 Writes and inputs of messages become references (:mod:`tiermem._ops.thread_writes`).
@@ -45,9 +46,10 @@ from ..checkpoints import (
 )
 from ..errors import InvalidArgument, StaleContext
 from ..types import MemoryEntry
-from . import thread_writes
+from . import revisions, thread_writes
 from .known_lists import Known, KnownLists
 from .list_plans import FULL_EVERY, ListPlan, Ref, StaleList, plan_list, witness
+from .revisions import REFS, revised_entries, walk
 from .thread_writes import KnownWrites
 from .write import Attached, append_attached, clear, prepare_messages
 
@@ -63,9 +65,6 @@ __all__ = [
     "put_writes",
     "read",
 ]
-
-#: The type of a channel value that is a message list held as entry ids.
-REFS = "tiermem:refs"
 
 
 # --------------------------------------------------------------------------- put
@@ -118,13 +117,17 @@ def _put(
     def choose(conn: Connection, todo: list[store.NewEntry]) -> list[store.NewEntry]:
         ids = [e.message.id for e in todo if e.message.id]
         ids += [message_id for message_id, _ in witnesses.values()]
-        found: set[int] = set()
-        for entry_id, message_id, text in sql.entries_by_message_id(
-            conn, ctx.project, thread_id, ids
-        ):
-            stored[(load_text(message_id), text)] = entry_id
-            found.add(entry_id)
-        if any(entry_id not in found for _, entry_id in witnesses.values()):
+        found = [
+            (entry_id, load_text(message_id), text, gone)
+            for entry_id, message_id, text, gone in sql.entries_by_message_id(
+                conn, ctx.project, thread_id, ids
+            )
+        ]
+        for entry_id, message_id, text, gone in found:
+            if not gone:  # a retired entry is never reused: a message back is new
+                stored[(message_id, text)] = entry_id
+        held = {entry_id for entry_id, *_ in found}
+        if any(entry_id not in held for _, entry_id in witnesses.values()):
             raise StaleList
         fresh: dict[tuple[str | None, str], store.NewEntry] = {}
         for entry in todo:
@@ -132,6 +135,7 @@ def _put(
             if key not in stored:
                 fresh.setdefault(key, entry)
         chosen[:] = fresh.values()
+        revisions.retire(ctx, conn, known, new, plans, revised_entries(todo, found))
         return list(chosen)
 
     lists: dict[str, Known] = {}
@@ -337,7 +341,7 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
             str(v): json.loads(bytes(value))
             for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [root])
         }
-        lists[channel], depths[channel] = _walk(links, version)
+        lists[channel], depths[channel] = walk(links, version)
     return {
         "thread_id": str(sid),
         "session_pk": int(session_pk),
@@ -353,20 +357,6 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
         "depths": depths,
         "writes": [],
     }
-
-
-def _walk(links: dict[str, Any], version: str) -> tuple[list[Ref], int]:
-    """The refs of ``version``'s list, following its chain of deltas back to the
-    full list it starts from, and the number of links followed."""
-    tails: list[list[Ref]] = []
-    link = links[version]
-    while "refs" not in link:
-        tails.append(link["add"])
-        link = links[link["base"]]
-    refs = list(link["refs"])
-    for tail in reversed(tails):
-        refs.extend(tail)
-    return refs, len(tails)
 
 
 def _attach_writes(conn: Connection, loaded: list[dict[str, Any]]) -> None:
@@ -498,7 +488,7 @@ def _prune_namespace(conn: Connection, session_pk: int, namespace: str, keep_lat
                 str(v): json.loads(bytes(value))
                 for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [root])
             }
-            refs, _ = _walk(links, version)
+            refs, _ = walk(links, version)
             full = _encode({"refs": refs})
             row = {"session_pk": session_pk, "checkpoint_ns": namespace, "channel": channel}
             sql.replace_blob(conn, {**row, "version": version, "value": full, "root": version})

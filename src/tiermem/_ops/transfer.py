@@ -85,6 +85,7 @@ def export_state(
                 pinned=e.pinned,
                 metadata=dict(e.metadata),
                 summary=index[e.summary_id] if e.summary_id is not None else None,
+                retired_at=e.retired_at,
             )
             for e in entries
         ],
@@ -143,6 +144,7 @@ def import_state(
             timestamp=entry.timestamp,
             calls=tuple(zip(tool_call_ids(message), tool_call_names(message), strict=True)),
             answers=message.tool_call_id if isinstance(message, ToolMessage) else None,
+            retired=entry.retired_at is not None,
         )
         for entry, message in zip(state.entries, messages, strict=True)
     ]

@@ -230,9 +230,10 @@ _IDS_PER_STATEMENT = 5_000
 
 def entries_by_message_id(
     conn: Connection, project: str, thread_id: str, message_ids: Iterable[str]
-) -> list[tuple[int, str, str]]:
-    """(entry id, stored message id, message JSON) of every entry of the thread's
-    session with one of ``message_ids`` (each revision of a message has its entry).
+) -> list[tuple[int, str, str, bool]]:
+    """(entry id, stored message id, message JSON, retired) of every entry of the
+    thread's session with one of ``message_ids`` (each revision of a message has its
+    entry).
 
     On PostgreSQL the session's row is locked first, and the entries are read by a
     statement of their own (a new snapshot once the lock is held): two puts of one
@@ -245,11 +246,13 @@ def entries_by_message_id(
     if conn.dialect.name == "postgresql":
         conn.execute(sa.select(S.pk).where(thread).with_for_update())
     query = (
-        sa.select(E.id, E.message_id, E.message)
+        sa.select(E.id, E.message_id, E.message, E.retired_at.is_not(None))
         .join(session_table, S.pk == E.session_pk)
         .where(thread, E.message_id.in_(stored))
     )
-    return [(int(pk), str(mid), str(text)) for pk, mid, text in conn.execute(query)]
+    return [
+        (int(pk), str(mid), str(text), bool(gone)) for pk, mid, text, gone in conn.execute(query)
+    ]
 
 
 def delete_checkpoints(

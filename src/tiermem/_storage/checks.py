@@ -170,7 +170,7 @@ def _orphans(present: frozenset[str], checks: list[Check]) -> None:
 
 
 def _counters(conn: Connection) -> list[str]:
-    active = E.summary_id.is_(None)
+    active = sa.and_(E.summary_id.is_(None), E.retired_at.is_(None))
     entries = (
         sa.select(
             E.session_pk.label("pk"),
@@ -287,7 +287,16 @@ def _structure(conn: Connection) -> list[str]:
     sessions = conn.execute(sa.select(S.pk, S.session_id, S.pending_calls).order_by(S.pk)).all()
     message = sa.case((E.type.in_(_TOOL_TYPES), E.message), else_=sa.null())
     rows = conn.execute(
-        sa.select(E.session_pk, E.seq, E.pinned, E.summary_id, E.timestamp, E.type, message)
+        sa.select(
+            E.session_pk,
+            E.seq,
+            E.pinned,
+            E.summary_id,
+            E.timestamp,
+            E.type,
+            message,
+            E.retired_at.is_not(None),
+        )
         .order_by(E.session_pk, E.seq)
         .execution_options(yield_per=_BATCH)
     )
@@ -350,6 +359,7 @@ def _session_structure(
             None if row[3] is None else positions.get(row[3], nowhere),
             as_utc(row[4]),
             *_tool_facts(row[5], row[6]),
+            retired=bool(row[7]),
         )
         for row in entry_rows
     ]

@@ -1,12 +1,14 @@
 """The writes of the entries table (``tiermem_entry``): an append's rows with their
-change-feed events, an import's rows in batches, and the link of compressed entries
-to their summary. No other module writes the table but the session delete cascade
+change-feed events, an import's rows in batches, the link of compressed entries to
+their summary, and the mark of retired ones (:mod:`tiermem._storage.retired`). No
+other module writes the table but the session delete cascade
 (:mod:`tiermem._storage.cascade`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,7 +21,14 @@ from . import failpoints as _failpoints
 from . import statements as _sql
 from .schema import entry_table
 
-__all__ = ["ENTRIES_PER_STATEMENT", "IMPORT_BATCH", "import_rows", "insert", "link_to_summary"]
+__all__ = [
+    "ENTRIES_PER_STATEMENT",
+    "IMPORT_BATCH",
+    "import_rows",
+    "insert",
+    "link_to_summary",
+    "mark_retired",
+]
 
 #: Entries per PostgreSQL statement that inserts them with their events (14
 #: parameters each).
@@ -96,3 +105,18 @@ def link_to_summary(
     summary that compressed them; how many were linked."""
     link = {"pk_": session_pk, "first": first_seq, "last": last_seq, "sid": summary_id}
     return _driver.write(conn, _sql.LINK_ENTRIES, link)
+
+
+def mark_retired(
+    conn: Connection, session_pk: int, entry_ids: Sequence[int], now: datetime
+) -> list[tuple[int, int, bool]]:
+    """Mark the session's current entries among ``entry_ids`` retired at ``now``;
+    (entry id, tokens, compressed) of each one marked."""
+    row = entry_table.c
+    marked = conn.execute(
+        sa.update(entry_table)
+        .where(row.session_pk == session_pk, row.id.in_(list(entry_ids)), row.retired_at.is_(None))
+        .values(retired_at=now)
+        .returning(row.id, row.token_count, row.summary_id)
+    )
+    return [(int(pk), int(tokens), summary is not None) for pk, tokens, summary in marked]

@@ -104,7 +104,7 @@ def _times(conn: Connection, ids: Sequence[int]) -> dict[int, tuple[float, float
     rows = conn.execute(
         sa.select(E.id, E.timestamp, S.last_accessed)
         .join(session_table, S.pk == E.session_pk)
-        .where(E.id.in_(list(ids)))
+        .where(E.id.in_(list(ids)), E.retired_at.is_(None))
     )
     return {int(row[0]): (epoch(row[1]), None if row[2] is None else epoch(row[2])) for row in rows}
 

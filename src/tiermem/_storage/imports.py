@@ -89,6 +89,7 @@ class ImportPlan:
                 "pinned": entry.pinned,
                 "meta": metadata_text,
                 "summary_id": ids[entry.summary] if entry.summary is not None else None,
+                "retired_at": entry.retired_at,
             }
             for entry, message, message_text, metadata_text, tokens in zip(
                 state.entries,
@@ -113,12 +114,11 @@ class ImportPlan:
         that transaction commits) is looked up again and replaced in turn.
         """
         state = self.state
-        compressed = sum(1 for entry in state.entries if entry.summary is not None)
-        active_tokens = sum(
+        active = [
             tokens
             for entry, tokens in zip(state.entries, self.entry_tokens, strict=True)
-            if entry.summary is None
-        )
+            if entry.summary is None and entry.retired_at is None
+        ]
         top = [i for i, summary in enumerate(state.summaries) if summary.parent is None]
         # A last_accessed in the future (another host's clock) is clamped to now.
         last_accessed = min(state.last_accessed, now)
@@ -148,8 +148,8 @@ class ImportPlan:
                     "last_seq": len(state.entries),
                     "entry_count": len(state.entries),
                     "entry_tokens": sum(self.entry_tokens),
-                    "active_count": len(state.entries) - compressed,
-                    "active_tokens": active_tokens,
+                    "active_count": len(active),
+                    "active_tokens": sum(active),
                     "summary_count": len(top),
                     "summary_tokens": sum(self.summary_tokens[i] for i in top),
                     "encoding": self.encoding,

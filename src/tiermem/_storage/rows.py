@@ -96,6 +96,7 @@ class EntryRecord:
     pinned: bool
     meta: str
     summary_id: int | None
+    retired_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

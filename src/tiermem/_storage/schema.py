@@ -6,7 +6,9 @@ no operation ever has to scan a session's entries to know its totals:
 
 * ``last_seq``: the highest ``seq`` allocated; seqs are dense, 1..last_seq.
 * ``entry_count`` / ``entry_tokens``: every stored entry.
-* ``active_count`` / ``active_tokens``: entries not covered by a summary.
+* ``active_count`` / ``active_tokens``: current entries not covered by a summary
+  (a *retired* entry, one a later revision or removal superseded, is kept but no
+  longer current: see ``EntryRow.retired_at``).
 * ``summary_count`` / ``summary_tokens``: top-level summaries (what the model sees).
 
 ``context_tokens = active_tokens + summary_tokens`` is what ``get_messages``
@@ -157,6 +159,11 @@ class EntryRow(SQLModel, table=True):
         default=None,
         sa_column=sa.Column(sa.Integer, sa.ForeignKey("tiermem_summary.id"), nullable=True),
     )
+    #: When the entry stopped being current (``None`` while it is): a graph's
+    #: checkpoint revised or removed its message (:mod:`tiermem._ops.revisions`). A
+    #: retired entry is kept (the checkpoints that hold it read it back) and
+    #: exported, but no context, compression, search or recall sees it.
+    retired_at: datetime | None = Field(default=None, sa_type=utc_column())
 
 
 session_table: sa.Table = SessionRow.__table__  # type: ignore[attr-defined]

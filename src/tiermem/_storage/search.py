@@ -314,7 +314,8 @@ def _sqlite_entry_statement(capped: bool) -> sa.TextClause:
         "SELECT e.id, (julianday(e.timestamp) - 2440587.5) * 86400.0, "
         "(julianday(s.last_accessed) - 2440587.5) * 86400.0, m.score "
         f"FROM m JOIN tiermem_entry AS e ON e.id = (m.rowid & {(1 << 32) - 1}) "
-        "JOIN tiermem_session AS s ON s.pk = e.session_pk WHERE s.project = :project"
+        "JOIN tiermem_session AS s ON s.pk = e.session_pk "
+        "WHERE s.project = :project AND e.retired_at IS NULL"
     )
 
 
@@ -421,7 +422,7 @@ def _sqlite_session_candidates(
     rows = conn.execute(
         sa.select(E.id, E.timestamp, E.token_count, S.last_accessed)
         .join(session_table, S.pk == E.session_pk)
-        .where(E.id.in_(best))
+        .where(E.id.in_(best), E.retired_at.is_(None))
     ).all()
     average = average if average > 0 else 1.0
     out = []
@@ -470,7 +471,7 @@ def entry_candidates(
     if session_pk is None:
         last_id = None
     if conn.dialect.name == "postgresql":
-        where = "s.project = :project"
+        where = "s.project = :project AND e.retired_at IS NULL"
         params: dict[str, Any] = {"project": project}
         if session_pk is not None:
             where += " AND e.session_pk = :session_pk"
@@ -573,7 +574,7 @@ def search_entries(
     floor: float = 0.0,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) containing any word of ``query``,
-    compressed originals included, best first.
+    compressed originals included, retired ones not (``EntryRow.retired_at``), best first.
 
     Args:
         now: the memory's clock (recency and tiers); the current time by default.

@@ -235,6 +235,16 @@ def set_pending_calls(conn: Connection, session: SessionRecord, pending: str) ->
     return dataclasses.replace(session, pending_calls=pending)
 
 
+def leave_active(conn: Connection, session_pk: int, count: int, tokens: int) -> None:
+    """Take ``count`` entries of ``tokens`` tokens out of the session's active
+    counters (retired entries: no longer part of the context)."""
+    conn.execute(
+        sa.update(session_table)
+        .where(S.pk == session_pk)
+        .values(active_count=S.active_count - count, active_tokens=S.active_tokens - tokens)
+    )
+
+
 # --------------------------------------------------------------------------- compression
 
 

@@ -54,11 +54,12 @@ ACTIVATE = (
 #: Insert entries, returning their ids in parameter order.
 INSERT_ENTRIES = sa.insert(entry_table).returning(E.id, sort_by_parameter_order=True)
 
+#: Whether an entry is active: current (not retired) and not covered by a summary.
+ACTIVE = sa.and_(E.summary_id.is_(None), E.retired_at.is_(None))
+
 #: Active entries of session :pk in seq order.
 SELECT_ACTIVE = (
-    sa.select(entry_table)
-    .where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None))
-    .order_by(E.seq)
+    sa.select(entry_table).where(E.session_pk == sa.bindparam("pk_"), ACTIVE).order_by(E.seq)
 )
 
 #: All ``get_messages`` reads of session :pk, in one statement: the top-level
@@ -86,12 +87,12 @@ SELECT_MESSAGE_WINDOW = sa.union_all(
         E.message,
         E.token_count,
         sa.cast(E.pinned, sa.Integer),
-    ).where(E.session_pk == sa.bindparam("pk_"), E.summary_id.is_(None)),
+    ).where(E.session_pk == sa.bindparam("pk_"), ACTIVE),
 ).order_by(sa.literal_column("k1"))
 
-#: Tokens of the pinned entries of session :pk.
+#: Tokens of the current pinned entries of session :pk.
 SELECT_PINNED_TOKENS = sa.select(sa.func.coalesce(sa.func.sum(E.token_count), 0)).where(
-    E.session_pk == sa.bindparam("pk_"), E.pinned.is_(True)
+    E.session_pk == sa.bindparam("pk_"), E.pinned.is_(True), E.retired_at.is_(None)
 )
 
 #: Ids and seqs of the compressed entries :first..:last of session :pk, in seq order.
@@ -231,14 +232,15 @@ SET_PARENT = (
     .values(parent_id=sa.bindparam("parent"))
 )
 
-#: Link the unpinned active entries :first..:last of session :pk to summary :sid.
+#: Link the unpinned active entries :first..:last of session :pk to summary :sid
+#: (retired entries in that range stay unlinked, as pinned ones do).
 LINK_ENTRIES = (
     sa.update(entry_table)
     .where(
         E.session_pk == sa.bindparam("pk_"),
         E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
         E.pinned.is_(False),
-        E.summary_id.is_(None),
+        ACTIVE,
     )
     .values(summary_id=sa.bindparam("sid"))
 )

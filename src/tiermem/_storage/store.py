@@ -186,6 +186,7 @@ def entry_from_row(
         metadata={} if meta == "{}" else json.loads(meta),
         pinned=bool(row.pinned),
         message=message if message is not None else deserialize(row.message, fresh=fresh),
+        retired_at=None if row.retired_at is None else as_utc(row.retired_at),
     )
 
 
@@ -209,7 +210,7 @@ def read_entries(
         return [entry_from_row(sid, EntryRecord(*row), fresh=fresh) for row in rows]
     query = sa.select(entry_table).where(E.session_pk == session.pk).order_by(E.seq)
     if active_only:
-        query = query.where(E.summary_id.is_(None))
+        query = query.where(_sql.ACTIVE)
     if compressed_only:
         query = query.where(E.summary_id.is_not(None))
     if seq_range is not None:
@@ -290,7 +291,7 @@ def left_out_until(conn: Connection, project: str, session_id: str, left_out: in
         .where(
             S.project == project,
             S.session_id == session_id,
-            E.summary_id.is_(None),
+            _sql.ACTIVE,
             sa.not_(E.pinned),
         )
         .order_by(E.seq)

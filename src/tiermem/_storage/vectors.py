@@ -31,13 +31,14 @@ def to_embed(
     ids: Sequence[int] | None = None,
     limit: int = 256,
 ) -> list[tuple[int, int, str]]:
-    """Entries of ``project`` with no vector of ``model`` (all of them, or of
-    ``ids``), oldest first: (entry id, session pk, content)."""
+    """Current entries of ``project`` with no vector of ``model`` (all of them, or
+    of ``ids``), oldest first: (entry id, session pk, content); a retired entry is
+    never searched, so it is not embedded."""
     has_vector = sa.exists().where(V.entry_id == E.id, V.model == model)
     query = (
         sa.select(E.id, E.session_pk, E.content)
         .join(session_table, S.pk == E.session_pk)
-        .where(S.project == project, ~has_vector)
+        .where(S.project == project, ~has_vector, E.retired_at.is_(None))
         .order_by(E.id)
         .limit(limit)
     )

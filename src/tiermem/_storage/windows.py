@@ -36,7 +36,7 @@ def with_windows(
     rows = conn.execute(
         sa.select(S.session_id, entry_table)
         .join(session_table, S.pk == E.session_pk)
-        .where(S.project == sa.bindparam("project"), sa.or_(*spans))
+        .where(S.project == sa.bindparam("project"), sa.or_(*spans), E.retired_at.is_(None))
         .order_by(E.session_pk, E.seq),
         {"project": project},
     )

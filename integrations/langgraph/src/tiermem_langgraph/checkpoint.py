@@ -19,8 +19,13 @@ How a thread is kept (:mod:`tiermem.threads`):
   channel version keeps the entry ids: those appended since the version this saver
   last wrote or read, with a full list every 32 versions and whenever the list
   changed otherwise. A revised message (same id, new content; ``update_state``) is a
-  new entry, a removed one (``RemoveMessage``, ``REMOVE_ALL_MESSAGES``) just leaves
-  the list: every historical checkpoint reads back exactly the messages it held. A
+  new entry, a removed one (``RemoveMessage``, ``REMOVE_ALL_MESSAGES``) leaves the
+  list: every historical checkpoint reads back exactly the messages it held. The
+  entries a revision or a removal supersedes are kept but *retired*, so the
+  thread's context, compression, search and recall see what the graph's state
+  shows; a summarization that removes the oldest messages behind a new first
+  message (``SummarizationMiddleware``) retires nothing: what it summarized stays
+  searchable, for recall to bring back. A
   list tiermem cannot hold as entries (a message too large, content JSON cannot keep
   exactly, a tool result that answers no open call of the session, as after a fork
   that re-ran a tool) is serialized as any other value instead. tiermem's summary
@@ -111,10 +116,11 @@ _STRATEGIES = ("keep_latest", "delete")
 
 
 def _is_message_list(value: object) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(type(m) in _MESSAGE_TYPES and isinstance(m.id, str) and m.id for m in value)
+    """Whether a channel value is held as entries. An empty list is too (it holds no
+    entry, and reads back empty): a list emptied by ``RemoveMessage`` then retires
+    the messages it held, as any removal does."""
+    return isinstance(value, list) and all(
+        type(m) in _MESSAGE_TYPES and isinstance(m.id, str) and m.id for m in value
     )
 
 
