@@ -288,6 +288,8 @@ def _copy_json(value: Any) -> Any:
 
 
 _set_attribute = object.__setattr__
+#: The containers a field parsed from JSON may hold.
+_JSON_CONTAINERS = frozenset((dict, list))
 
 
 def _fresh_copy(message: BaseMessage, *, every_field_set: bool = False) -> BaseMessage:
@@ -302,23 +304,18 @@ def _fresh_copy(message: BaseMessage, *, every_field_set: bool = False) -> BaseM
     cls = type(message)
     copy = cls.__new__(cls)
     # Every field came from JSON, so copying its containers is a deep copy,
-    # several times cheaper than model_copy(deep=True).
-    _set_attribute(
-        copy,
-        "__dict__",
-        {
-            key: (
-                (_copy_json(value) if value else type(value)())
-                if type(value) is dict or type(value) is list
-                else value
-            )
-            for key, value in message.__dict__.items()
-        },
-    )
+    # several times cheaper than model_copy(deep=True). The dict is copied whole,
+    # then its containers replaced (their keys stay: no resize while iterating).
+    fields = message.__dict__.copy()
+    for key, value in fields.items():
+        if type(value) in _JSON_CONTAINERS:
+            fields[key] = _copy_json(value) if value else type(value)()
+    _set_attribute(copy, "__dict__", fields)
     extra = message.__pydantic_extra__
     # Extra fields came from JSON too: copied as deep (model_copy would share them).
-    _set_attribute(copy, "__pydantic_extra__", None if extra is None else _copy_json(extra))
-    fields_set = copy.__dict__ if every_field_set else message.__pydantic_fields_set__
+    extra = None if extra is None else (_copy_json(extra) if extra else {})
+    _set_attribute(copy, "__pydantic_extra__", extra)
+    fields_set = fields if every_field_set else message.__pydantic_fields_set__
     _set_attribute(copy, "__pydantic_fields_set__", set(fields_set))
     private = getattr(message, "__pydantic_private__", None)
     if private is not None:
