@@ -299,7 +299,8 @@ def _fresh_copy(message: BaseMessage, *, every_field_set: bool = False) -> BaseM
     extra fields, the set of fields given and the private values), written out: a
     read copies every message of the context, and pydantic's generic ``copy`` of each
     part cost more than the rest of the copy together. ``every_field_set``: the copy
-    counts every field as set, as a message built from its JSON does.
+    counts every field (extra ones included) as set, as a message built from its
+    JSON does.
     """
     cls = type(message)
     copy = cls.__new__(cls)
@@ -315,8 +316,11 @@ def _fresh_copy(message: BaseMessage, *, every_field_set: bool = False) -> BaseM
     # Extra fields came from JSON too: copied as deep (model_copy would share them).
     extra = None if extra is None else (_copy_json(extra) if extra else {})
     _set_attribute(copy, "__pydantic_extra__", extra)
-    fields_set = fields if every_field_set else message.__pydantic_fields_set__
-    _set_attribute(copy, "__pydantic_fields_set__", set(fields_set))
+    if every_field_set:
+        fields_set = {*fields, *extra} if extra else set(fields)
+    else:
+        fields_set = set(message.__pydantic_fields_set__)
+    _set_attribute(copy, "__pydantic_fields_set__", fields_set)
     private = getattr(message, "__pydantic_private__", None)
     if private is not None:
         private = {key: value for key, value in private.items() if value is not PydanticUndefined}
@@ -372,7 +376,8 @@ def _construct(stored: dict[str, Any]) -> BaseMessage:
         return message
     data = stored["data"]
     if tuple(data) != _FIELDS.get(kind):
-        return cls.model_construct(**data)
+        # The fields given, extra ones included, as validating the JSON counts them.
+        return cls.model_construct(set(data), **data)
     message = cls.__new__(cls)
     _set_attribute(message, "__dict__", data)
     _set_attribute(message, "__pydantic_fields_set__", set(data))
