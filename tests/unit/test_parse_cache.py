@@ -16,7 +16,14 @@ from langchain_core.messages import (
 
 from tiermem import ConversationMemory
 from tiermem._core import messages as _messages
-from tiermem._core.messages import _CACHE, clear_cache, deserialize, remember, serialize
+from tiermem._core.messages import (
+    _CACHE,
+    clear_cache,
+    deserialize,
+    parse_entry,
+    remember,
+    serialize,
+)
 
 
 def _parsed(text: str) -> BaseMessage:
@@ -143,3 +150,54 @@ def test_every_read_is_a_model_of_its_own_equal_to_a_parse(message: BaseMessage)
     assert again is not first and _same(again, parsed) and again == parsed
     assert again.model_fields_set == parsed.model_fields_set
     assert again.__pydantic_extra__ == parsed.__pydantic_extra__
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        HumanMessage("a plain question", id="q-1"),
+        AIMessage("a plain answer", id="a-1"),
+        SystemMessage("be brief", name="setup"),
+        AIMessage("", id="a-2", tool_calls=[{"name": "f", "args": {"x": [1]}, "id": "c1"}]),
+        AIMessage(
+            "counted", usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
+        ),
+        ToolMessage("result", tool_call_id="c1", artifact={"rows": [1, 2]}),
+        HumanMessage(content=[{"type": "text", "text": "a block"}], id="m-1"),
+        HumanMessage("with an extra field", custom={"nested": ["kept"]}),
+    ],
+)
+def test_an_entry_reads_back_as_its_json_parses_with_every_field_set(
+    message: BaseMessage,
+) -> None:
+    """``parse_entry`` (a checkpoint's messages) gives what parsing the entry's JSON
+    gives, every field counted as set, whether the parse cache held the message or
+    not, and each read is a model of its own: an edit of one, however deep, reaches
+    no other."""
+    text = serialize(message, max_chars=10**6)
+    parsed = _parsed(text)
+    clear_cache()
+    first = parse_entry(text)  # not cached: built from the JSON
+    remember(text, message)
+    reads = [first, parse_entry(text), parse_entry(text)]
+    for read in reads:
+        assert _same(read, parsed) and read == parsed
+        assert read.model_fields_set == parsed.model_fields_set >= set(type(read).model_fields)
+        assert read.__pydantic_extra__ == parsed.__pydantic_extra__
+        assert read.__pydantic_private__ == parsed.__pydantic_private__
+    for value in [*first.__dict__.values(), *(first.__pydantic_extra__ or {}).values()]:
+        _scribble(value)
+    again = parse_entry(text)
+    assert _same(again, parsed) and _same(reads[1], parsed) and _same(reads[2], parsed)
+
+
+def test_an_entry_in_the_parse_cache_is_copied_not_parsed() -> None:
+    """A plain message the cache holds is read as a copy of the cached message (no
+    JSON parsed): what a checkpoint read of a thread this process wrote does."""
+    text = serialize(HumanMessage("as stored", id="q-1"), max_chars=10**6)
+    clear_cache()
+    remember(text, HumanMessage("as cached", id="q-1"))  # told apart from a parse
+    read = parse_entry(text)
+    assert read.content == "as cached" and read is not _CACHE[text]
+    clear_cache()
+    assert parse_entry(text).content == "as stored"

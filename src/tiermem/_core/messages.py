@@ -288,36 +288,39 @@ def _copy_json(value: Any) -> Any:
 
 
 _set_attribute = object.__setattr__
+#: The containers a field parsed from JSON may hold.
+_JSON_CONTAINERS = frozenset((dict, list))
 
 
-def _fresh_copy(message: BaseMessage) -> BaseMessage:
+def _fresh_copy(message: BaseMessage, *, every_field_set: bool = False) -> BaseMessage:
     """A copy of a message whose fields came from JSON, sharing no container.
 
     What ``model_copy()`` does (a new instance with copies of the field dict, the
     extra fields, the set of fields given and the private values), written out: a
     read copies every message of the context, and pydantic's generic ``copy`` of each
-    part cost more than the rest of the copy together.
+    part cost more than the rest of the copy together. ``every_field_set``: the copy
+    counts every field (extra ones included) as set, as a message built from its
+    JSON does.
     """
     cls = type(message)
     copy = cls.__new__(cls)
     # Every field came from JSON, so copying its containers is a deep copy,
-    # several times cheaper than model_copy(deep=True).
-    _set_attribute(
-        copy,
-        "__dict__",
-        {
-            key: (
-                (_copy_json(value) if value else type(value)())
-                if type(value) is dict or type(value) is list
-                else value
-            )
-            for key, value in message.__dict__.items()
-        },
-    )
+    # several times cheaper than model_copy(deep=True). The dict is copied whole,
+    # then its containers replaced (their keys stay: no resize while iterating).
+    fields = message.__dict__.copy()
+    for key, value in fields.items():
+        if type(value) in _JSON_CONTAINERS:
+            fields[key] = _copy_json(value) if value else type(value)()
+    _set_attribute(copy, "__dict__", fields)
     extra = message.__pydantic_extra__
     # Extra fields came from JSON too: copied as deep (model_copy would share them).
-    _set_attribute(copy, "__pydantic_extra__", None if extra is None else _copy_json(extra))
-    _set_attribute(copy, "__pydantic_fields_set__", set(message.__pydantic_fields_set__))
+    extra = None if extra is None else (_copy_json(extra) if extra else {})
+    _set_attribute(copy, "__pydantic_extra__", extra)
+    if every_field_set:
+        fields_set = {*fields, *extra} if extra else set(fields)
+    else:
+        fields_set = set(message.__pydantic_fields_set__)
+    _set_attribute(copy, "__pydantic_fields_set__", fields_set)
     private = getattr(message, "__pydantic_private__", None)
     if private is not None:
         private = {key: value for key, value in private.items() if value is not PydanticUndefined}
@@ -339,6 +342,72 @@ def deserialize(text: str, *, fresh: bool = True) -> BaseMessage:
         return messages_from_dict([json.loads(text)])[0]
     message = _parse(text)
     return _fresh_copy(message) if fresh else message
+
+
+#: Message classes :func:`parse_entry` builds from their stored JSON without
+#: validating it again: the JSON is a ``message_to_dict`` of a validated message.
+_CONSTRUCTED: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
+#: Their fields in order, for those whose ``model_construct`` from every field
+#: comes down to taking the given values as the field dict (no aliases, no
+#: ``model_post_init``, extra fields allowed).
+_FIELDS: dict[str, tuple[str, ...]] = {
+    kind: tuple(cls.model_fields)
+    for kind, cls in _CONSTRUCTED.items()
+    if cls.__pydantic_post_init__ is None
+    and cls.model_config.get("extra") == "allow"
+    and not any(f.alias or f.validation_alias for f in cls.model_fields.values())
+}
+
+
+def _construct(stored: dict[str, Any]) -> BaseMessage:
+    """The message of parsed stored JSON. When the JSON holds every field in order
+    (as this langchain-core's ``message_to_dict`` writes them), without validation:
+    what ``model_construct(**data)`` builds, written out, the parsed dict becoming
+    the field dict; any other JSON is validated."""
+    kind = str(stored.get("type"))
+    cls = _CONSTRUCTED.get(kind)
+    if cls is None:
+        message: BaseMessage = messages_from_dict([stored])[0]
+        return message
+    data = stored["data"]
+    if tuple(data) != _FIELDS.get(kind):
+        # Not as this langchain-core writes the message (an earlier version's JSON,
+        # extra fields): validated, so its validators fill what it lacks.
+        validated: BaseMessage = messages_from_dict([stored])[0]
+        return validated
+    message = cls.__new__(cls)
+    _set_attribute(message, "__dict__", data)
+    _set_attribute(message, "__pydantic_fields_set__", set(data))
+    _set_attribute(message, "__pydantic_extra__", {})
+    _set_attribute(message, "__pydantic_private__", None)
+    return message
+
+
+def parse_entry(text: str) -> BaseMessage:
+    """A fresh message from an entry's stored JSON (:func:`serialize` of a validated
+    message), not validated again: a copy of the cached parse when there is one
+    (copying is cheaper than parsing), else built from the JSON, and cached when
+    plain. Either way every field counts as set, as when it was built from JSON."""
+    if len(text) > _CACHED_CHARS:
+        return _construct(json.loads(text))
+    cached = _CACHE.get(text)
+    if cached is None:
+        message = _construct(json.loads(text))
+        if not _plain(message):
+            return message
+        _keep(text, message)
+        cached = message
+    else:
+        try:
+            _CACHE.move_to_end(text)
+        except KeyError:  # evicted by another thread since
+            pass
+    return _fresh_copy(cached, every_field_set=True)
 
 
 def _block_text(block: object) -> str:

@@ -8,10 +8,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter, is_
 
 from langchain_core.messages import BaseMessage
 
 __all__ = ["Known", "KnownLists"]
+
+_CONTENT = attrgetter("content")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +39,7 @@ class Known:
         depth: int,
     ) -> Known:
         """The list ``messages`` as it is now."""
-        contents = tuple(m.content for m in messages)
+        contents = tuple(map(_CONTENT, messages))
         return cls(version, tuple(messages), contents, tuple(refs), depth)
 
     def same(self, position: int, message: BaseMessage) -> bool:
@@ -45,6 +48,19 @@ class Known:
         if known.content is not self.contents[position]:
             return False  # edited in place since
         return message is known or message == known
+
+    def starts(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` starts with this list: the same messages, unchanged."""
+        count = len(self.messages)
+        if len(messages) < count:
+            return False
+        head = messages[:count]
+        # Mostly the very objects, their content never reassigned: checked in C.
+        if all(map(is_, head, self.messages)) and all(
+            map(is_, map(_CONTENT, self.messages), self.contents)
+        ):
+            return True
+        return all(self.same(n, message) for n, message in enumerate(head))
 
 
 class KnownLists:

@@ -62,7 +62,7 @@ def plan_list(
     known list it extends, else whole, reusing the entry ids of known messages."""
     channel, version = key
     cached = known.get((new.thread_id, new.checkpoint_ns, channel))
-    extends = cached is not None and _extends(cached, msgs)
+    extends = cached is not None and cached.starts(msgs)
     if cached is not None and extends and cached.depth + 1 < FULL_EVERY:
         tail = [_inline(ctx, m) for m in msgs[len(cached.messages) :]]
         return ListPlan(channel, version, msgs, [*cached.refs, *tail], cached, cached, True)
@@ -94,12 +94,3 @@ def _inline(ctx: MemoryContext, message: BaseMessage) -> str | None:
     if is_summary_message(message):
         return serialize(message, max_chars=ctx.config.max_entry_chars)
     return None
-
-
-def _extends(cached: Known, messages: Sequence[BaseMessage]) -> bool:
-    """Whether ``messages`` starts with the cached list (same messages, same content)."""
-    if len(messages) < len(cached.messages):
-        return False
-    return all(
-        cached.same(n, message) for n, message in enumerate(messages[: len(cached.messages)])
-    )

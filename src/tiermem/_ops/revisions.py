@@ -187,7 +187,7 @@ def load_refs(
         return list(decoded["refs"])
     links = {
         str(v): json.loads(bytes(value))
-        for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [rows[0][4]])
+        for v, value in sql.chain_rows(conn, session_pk, namespace, channel, rows[0][4])
     }
     return walk(links, version)[0]
 

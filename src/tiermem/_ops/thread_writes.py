@@ -166,7 +166,8 @@ def encode(
     them as written. ``holds`` compares a message with the list's (equality by
     default)."""
     same = holds or (lambda at, message: stored[at] == message)
-    by_id = {message.id: at for at, message in enumerate(stored) if message.id is not None}
+    wanted = {m.id for m in messages if m.id is not None and not isinstance(m, RemoveMessage)}
+    by_id = _positions(stored, wanted)
     used: set[int] = set()
     items: list[Any] = []
     for message in messages:
@@ -188,6 +189,21 @@ def encode(
             items.append(refs[at])
         used.add(at)
     return json.dumps({"w": items}, separators=(",", ":")).encode()
+
+
+def _positions(stored: Sequence[BaseMessage], ids: set[str]) -> dict[str, int]:
+    """The newest position of each of ``ids`` in ``stored`` (those it holds), looked
+    for from the end: a write's messages are mostly the list's newest."""
+    found: dict[str, int] = {}
+    if not ids:
+        return found
+    for at in range(len(stored) - 1, -1, -1):
+        message_id = stored[at].id
+        if message_id in ids and message_id not in found:
+            found[message_id] = at
+            if len(found) == len(ids):
+                break
+    return found
 
 
 def _idless(

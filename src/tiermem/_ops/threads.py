@@ -20,17 +20,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    messages_from_dict,
-)
+from langchain_core.messages import BaseMessage
 
 from .._core.context import MemoryContext
-from .._core.messages import deserialize, load_text, validate_session_id
+from .._core.messages import deserialize, load_text, parse_entry, validate_session_id
 from .._core.runner import Op
 from .._storage import checkpoints as sql
 from .._storage import sessions, store
@@ -257,10 +250,10 @@ def read(
     result = []
     for item in loaded:
         messages = {
-            channel: [_parse(texts[ref] if isinstance(ref, int) else ref) for ref in refs]
+            channel: [parse_entry(texts[ref] if isinstance(ref, int) else ref) for ref in refs]
             for channel, refs in item["lists"].items()
         }
-        writes = [thread_writes.loaded(write, texts, _parse) for write in item["writes"]]
+        writes = [thread_writes.loaded(write, texts, parse_entry) for write in item["writes"]]
         result.append(
             StoredCheckpoint(
                 thread_id=item["thread_id"],
@@ -274,7 +267,7 @@ def read(
                 messages=messages,
                 writes=writes,
                 value_messages={
-                    channel: thread_writes.decode_value(value, texts, _parse)
+                    channel: thread_writes.decode_value(value, texts, parse_entry)
                     for channel, value in item["inputs"].items()
                 },
             )
@@ -282,27 +275,6 @@ def read(
     if query.checkpoint_id is None and query.before is None and query.limit == 1 and result:
         _remember(known, result[0], loaded[0])
     return result
-
-
-#: Message classes rebuilt from their stored JSON without validating it again: the
-#: JSON is a ``message_to_dict`` of a validated message, so its fields are as valid.
-_CONSTRUCTED: dict[str, type[BaseMessage]] = {
-    "human": HumanMessage,
-    "ai": AIMessage,
-    "system": SystemMessage,
-    "tool": ToolMessage,
-}
-
-
-def _parse(text: str) -> BaseMessage:
-    """A fresh message from its stored JSON: every checkpoint read hands out messages
-    of its own (building one is cheaper than copying a cached parse)."""
-    stored = json.loads(text)
-    kind = _CONSTRUCTED.get(stored.get("type"))
-    if kind is not None:
-        return kind.model_construct(**stored["data"])
-    message: BaseMessage = messages_from_dict([stored])[0]
-    return message
 
 
 def _remember(known: KnownLists, checkpoint: StoredCheckpoint, item: dict[str, Any]) -> None:
@@ -339,7 +311,7 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
     for channel, (version, root) in chains.items():
         links = {
             str(v): json.loads(bytes(value))
-            for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [root])
+            for v, value in sql.chain_rows(conn, session_pk, namespace, channel, root)
         }
         lists[channel], depths[channel] = walk(links, version)
     return {
@@ -486,7 +458,7 @@ def _prune_namespace(conn: Connection, session_pk: int, namespace: str, keep_lat
         if kind == REFS and root != version:  # its chain's other links go: store it whole
             links = {
                 str(v): json.loads(bytes(value))
-                for v, value in sql.chain_rows(conn, session_pk, namespace, channel, [root])
+                for v, value in sql.chain_rows(conn, session_pk, namespace, channel, root)
             }
             refs, _ = walk(links, version)
             full = _encode({"refs": refs})

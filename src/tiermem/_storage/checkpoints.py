@@ -12,8 +12,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._core.messages import store_text
+from . import _fast as _driver
+from . import checkpoint_statements as _sql
 from .checkpoint_schema import blob_table, checkpoint_table, write_table
-from .schema import dialect_insert, entry_table, session_table
+from .schema import entry_table, session_table
+from .statements import ids_value
 
 __all__ = [
     "CHECKPOINT_COLUMNS",
@@ -38,85 +41,67 @@ C, B, W = checkpoint_table.c, blob_table.c, write_table.c
 S, E = session_table.c, entry_table.c
 
 #: What a read of checkpoints selects, in this order.
-CHECKPOINT_COLUMNS = (
-    S.session_id,
-    C.session_pk,
-    C.checkpoint_ns,
-    C.checkpoint_id,
-    C.parent_id,
-    C.versions,
-    C.checkpoint_type,
-    C.checkpoint,
-    C.metadata_type,
-    C.meta,
-)
+CHECKPOINT_COLUMNS = _sql.CHECKPOINT_COLUMNS
 
 
 def put_checkpoint(conn: Connection, row: Mapping[str, Any]) -> None:
-    """Insert a checkpoint, or replace the one of the same id (a checkpoint put again)."""
-    insert = dialect_insert(conn, checkpoint_table).values(**row)
-    keys = ("session_pk", "checkpoint_ns", "checkpoint_id")
-    changed = {name: insert.excluded[name] for name in row if name not in keys}
-    conn.execute(insert.on_conflict_do_update(index_elements=list(keys), set_=changed))
+    """Insert a checkpoint (``row``: every column but ``pk``), or replace the one of
+    the same id (a checkpoint put again)."""
+    statement = _sql.upsert_checkpoint(conn.dialect.name)
+    _driver.write(conn, statement, row, column_keys=tuple(row))
+
+
+def _insert_rows(conn: Connection, statement: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Run an INSERT for each of ``rows`` (all with the same columns): on SQLite a
+    statement per row on the driver connection, elsewhere one executemany (a round
+    trip per row would cost more there)."""
+    if conn.dialect.name == "sqlite":
+        for row in rows:
+            _driver.write(conn, statement, row, column_keys=tuple(row))
+    elif rows:
+        conn.execute(statement, list(rows))
 
 
 def insert_blobs(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert channel values; a (channel, version) stored already keeps its value
-    (a version is written once)."""
-    if rows:
-        conn.execute(dialect_insert(conn, blob_table).on_conflict_do_nothing(), list(rows))
+    """Insert channel values (all with the same columns); a (channel, version)
+    stored already keeps its value (a version is written once)."""
+    _insert_rows(conn, _sql.insert_blob(conn.dialect.name), rows)
 
 
 def insert_delta(conn: Connection, row: Mapping[str, Any], base: str) -> bool:
     """Insert a message list stored as a delta on version ``base`` of its channel,
     with the root of ``base``'s chain, if ``base`` is stored; whether it was."""
-    found = blob_table.alias("base")
-    select = sa.select(
-        sa.literal(row["session_pk"], sa.Integer),
-        sa.literal(row["checkpoint_ns"], sa.Text),
-        sa.literal(row["channel"], sa.Text),
-        sa.literal(row["version"], sa.String),
-        sa.literal(row["type"], sa.String),
-        sa.literal(row["value"], sa.LargeBinary),
-        found.c.root,
-    ).where(
-        found.c.session_pk == row["session_pk"],
-        found.c.checkpoint_ns == row["checkpoint_ns"],
-        found.c.channel == row["channel"],
-        found.c.version == base,
-        found.c.type == row["type"],
-        found.c.root.is_not(None),
-    )
-    names = ["session_pk", "checkpoint_ns", "channel", "version", "type", "value", "root"]
-    insert = dialect_insert(conn, blob_table).from_select(names, select).on_conflict_do_nothing()
-    # RETURNING rather than the row count (psycopg reports -1 for INSERT ... SELECT).
-    return conn.execute(insert.returning(B.version)).first() is not None
+    values = {
+        "pk_": row["session_pk"],
+        "ns": row["checkpoint_ns"],
+        "channel_": row["channel"],
+        "version_": row["version"],
+        "type_": row["type"],
+        "value_": row["value"],
+        "base": base,
+    }
+    return bool(_driver.fetch_rows(conn, _sql.insert_delta(conn.dialect.name), values))
 
 
 def replace_blob(conn: Connection, row: Mapping[str, Any]) -> None:
     """Rewrite one channel value in place (a message chain made a full list)."""
-    key = sa.and_(*(B[name] == row[name] for name in _BLOB_KEY))
-    values = {name: value for name, value in row.items() if name not in _BLOB_KEY}
-    conn.execute(sa.update(blob_table).where(key).values(**values))
+    columns = tuple(name for name in row if name not in _BLOB_KEY)
+    values = {f"{name}_": value for name, value in row.items()}
+    _driver.write(conn, _sql.update_blob(columns), values)
 
 
 _BLOB_KEY = ("session_pk", "checkpoint_ns", "channel", "version")
 
 
 def insert_writes(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert pending writes as LangGraph keys them: a regular write (index >= 0)
-    stored already is kept, a special one (error, interrupt, ...: index < 0) replaced."""
-    regular = [row for row in rows if row["idx"] >= 0]
-    special = [row for row in rows if row["idx"] < 0]
-    if regular:
-        conn.execute(dialect_insert(conn, write_table).on_conflict_do_nothing(), regular)
-    for row in special:
-        insert = dialect_insert(conn, write_table).values(**row)
-        keys = ["session_pk", "checkpoint_ns", "checkpoint_id", "task_id", "idx"]
-        changed = {
-            name: insert.excluded[name] for name in ("channel", "type", "value", "task_path")
-        }
-        conn.execute(insert.on_conflict_do_update(index_elements=keys, set_=changed))
+    """Insert pending writes as LangGraph keys them (all with the same columns): a
+    regular write (index >= 0) stored already is kept, a special one (error,
+    interrupt, ...: index < 0) replaced."""
+    dialect = conn.dialect.name
+    _insert_rows(conn, _sql.insert_write(dialect), [row for row in rows if row["idx"] >= 0])
+    for row in rows:
+        if row["idx"] < 0:
+            _driver.write(conn, _sql.upsert_write(dialect), row, column_keys=tuple(row))
 
 
 def thread_sessions(conn: Connection, project: str, thread_ids: Iterable[str]) -> dict[str, int]:
@@ -141,31 +126,25 @@ def checkpoint_rows(
     """Checkpoints of the project (or of one thread, one namespace), newest first
     within each thread and namespace (LangGraph's ids grow with time); ``after_key``
     continues a listing after the (thread, namespace, id) it ended at."""
-    query = sa.select(*CHECKPOINT_COLUMNS).join(session_table, S.pk == C.session_pk)
-    query = query.where(S.project == project)
-    if thread_id is not None:
-        query = query.where(S.session_id == thread_id)
-    if checkpoint_ns is not None:
-        query = query.where(C.checkpoint_ns == checkpoint_ns)
-    if checkpoint_id is not None:
-        query = query.where(C.checkpoint_id == checkpoint_id)
-    if before is not None:
-        query = query.where(C.checkpoint_id < before)
+    values: dict[str, Any] = {
+        "project": project,
+        "thread_id": thread_id,
+        "checkpoint_ns": checkpoint_ns,
+        "checkpoint_id": checkpoint_id,
+        "before": before,
+        "limit": limit,
+    }
     if after_key is not None:
-        thread, namespace, last = after_key
-        query = query.where(
-            sa.or_(
-                S.session_id > thread,
-                sa.and_(S.session_id == thread, C.checkpoint_ns > namespace),
-                sa.and_(
-                    S.session_id == thread, C.checkpoint_ns == namespace, C.checkpoint_id < last
-                ),
-            )
-        )
-    query = query.order_by(S.session_id, C.checkpoint_ns, C.checkpoint_id.desc())
-    if limit is not None:
-        query = query.limit(limit)
-    return list(conn.execute(query).all())
+        values["after_thread"], values["after_ns"], values["after_id"] = after_key
+    query = _sql.select_checkpoints(
+        thread_id is not None,
+        checkpoint_ns is not None,
+        checkpoint_id is not None,
+        before is not None,
+        after_key is not None,
+        limit is not None,
+    )
+    return _driver.fetch_rows(conn, query, values)
 
 
 def blob_rows(
@@ -174,24 +153,24 @@ def blob_rows(
     """(channel, version, type, value, root) of the channel values named by ``keys``."""
     if not keys:
         return []
-    pairs = sa.tuple_(B.channel, B.version).in_([sa.tuple_(*key) for key in keys])
-    query = sa.select(B.channel, B.version, B.type, B.value, B.root).where(
-        B.session_pk == session_pk, B.checkpoint_ns == checkpoint_ns, pairs
-    )
-    return list(conn.execute(query).all())
+    if len(keys) > _sql.MAX_KEYS:  # a prune's: not worth a statement of its own
+        pairs = sa.tuple_(B.channel, B.version).in_([sa.tuple_(*key) for key in keys])
+        query = sa.select(B.channel, B.version, B.type, B.value, B.root).where(
+            B.session_pk == session_pk, B.checkpoint_ns == checkpoint_ns, pairs
+        )
+        return list(conn.execute(query).all())
+    values: dict[str, Any] = {"pk_": session_pk, "ns": checkpoint_ns}
+    for n, (channel, version) in enumerate(keys):
+        values[f"c{n}"], values[f"v{n}"] = channel, version
+    return _driver.fetch_rows(conn, _sql.select_blobs(len(keys)), values)
 
 
 def chain_rows(
-    conn: Connection, session_pk: int, checkpoint_ns: str, channel: str, roots: Sequence[str]
+    conn: Connection, session_pk: int, checkpoint_ns: str, channel: str, root: str
 ) -> list[Any]:
-    """(version, value) of every message list of the chains that start at ``roots``."""
-    query = sa.select(B.version, B.value).where(
-        B.session_pk == session_pk,
-        B.checkpoint_ns == checkpoint_ns,
-        B.channel == channel,
-        B.root.in_(list(roots)),
-    )
-    return list(conn.execute(query).all())
+    """(version, value) of every message list of the chain that starts at ``root``."""
+    values = {"pk_": session_pk, "ns": checkpoint_ns, "channel_": channel, "root_": root}
+    return _driver.fetch_rows(conn, _sql.select_chain(conn.dialect.name), values)
 
 
 def write_rows(
@@ -201,31 +180,19 @@ def write_rows(
     pending writes, in LangGraph's order (task path, task id, index)."""
     if not checkpoint_ids:
         return []
-    query = (
-        sa.select(W.checkpoint_id, W.task_id, W.channel, W.type, W.value, W.task_path)
-        .where(
-            W.session_pk == session_pk,
-            W.checkpoint_ns == checkpoint_ns,
-            W.checkpoint_id.in_(list(checkpoint_ids)),
-        )
-        .order_by(W.checkpoint_id, W.task_path, W.task_id, W.idx)
-    )
-    return list(conn.execute(query).all())
+    dialect = conn.dialect.name
+    values = {"pk_": session_pk, "ns": checkpoint_ns, "ids": ids_value(dialect, checkpoint_ids)}
+    return _driver.fetch_rows(conn, _sql.select_writes(dialect), values)
 
 
 def entry_messages(conn: Connection, entry_ids: Iterable[int]) -> dict[int, str]:
-    """The stored message JSON of each entry of ``entry_ids``."""
+    """The stored message JSON of each entry of ``entry_ids``, in one statement."""
     ids = sorted(set(entry_ids))
-    found: dict[int, str] = {}
-    query = sa.select(E.id, E.message).where(E.id.in_(sa.bindparam("ids", expanding=True)))
-    for start in range(0, len(ids), _IDS_PER_STATEMENT):
-        chunk = ids[start : start + _IDS_PER_STATEMENT]
-        found.update((int(pk), str(text)) for pk, text in conn.execute(query, {"ids": chunk}))
-    return found
-
-
-#: Ids bound in one ``IN`` list (SQLite allows 32,766 parameters).
-_IDS_PER_STATEMENT = 5_000
+    if not ids:
+        return {}
+    dialect = conn.dialect.name
+    rows = _driver.fetch_rows(conn, _sql.select_entries(dialect), {"ids": ids_value(dialect, ids)})
+    return dict(rows)
 
 
 def entries_by_message_id(
@@ -242,17 +209,13 @@ def entries_by_message_id(
     stored = sorted({store_text(value) for value in message_ids})
     if not stored:
         return []
-    thread = sa.and_(S.project == project, S.session_id == thread_id)
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.select(S.pk).where(thread).with_for_update())
-    query = (
-        sa.select(E.id, E.message_id, E.message, E.retired_at.is_not(None))
-        .join(session_table, S.pk == E.session_pk)
-        .where(thread, E.message_id.in_(stored))
-    )
-    return [
-        (int(pk), str(mid), str(text), bool(gone)) for pk, mid, text, gone in conn.execute(query)
-    ]
+    dialect = conn.dialect.name
+    thread = {"project": project, "thread_id": thread_id}
+    if dialect == "postgresql":
+        _driver.fetch_rows(conn, _sql.LOCK_THREAD, thread)
+    query = _sql.select_entries_by_message_id(dialect)
+    rows = _driver.fetch_rows(conn, query, {**thread, "ids": ids_value(dialect, stored)})
+    return [(int(pk), str(mid), str(text), bool(gone)) for pk, mid, text, gone in rows]
 
 
 def delete_checkpoints(
@@ -408,6 +371,7 @@ _VALUE_REFS = "tiermem:value-refs"
 
 
 def replace_write(conn: Connection, key: Mapping[str, Any], kind: str, value: bytes) -> None:
-    """Rewrite one pending write's value in place (its messages kept as references)."""
-    where = sa.and_(*(W[name] == value_ for name, value_ in key.items()))
-    conn.execute(sa.update(write_table).where(where).values(type=kind, value=value))
+    """Rewrite one pending write's value in place (its messages kept as references;
+    ``key``: its session pk, namespace, checkpoint id, task id and index)."""
+    values = {f"{name}_": item for name, item in key.items()}
+    _driver.write(conn, _sql.REPLACE_WRITE, {**values, "type_": kind, "value_": value})

@@ -62,6 +62,8 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
+from itertools import repeat
+from operator import attrgetter
 from types import TracebackType
 from typing import Any
 
@@ -115,13 +117,21 @@ _PAGE = 64
 _STRATEGIES = ("keep_latest", "delete")
 
 
+_MESSAGE_TYPE_SET = frozenset(_MESSAGE_TYPES)
+_ID = attrgetter("id")
+
+
 def _is_message_list(value: object) -> bool:
-    """Whether a channel value is held as entries. An empty list is too (it holds no
-    entry, and reads back empty): a list emptied by ``RemoveMessage`` then retires
-    the messages it held, as any removal does."""
-    return isinstance(value, list) and all(
-        type(m) in _MESSAGE_TYPES and isinstance(m.id, str) and m.id for m in value
-    )
+    """Whether a channel value is held as entries: a list of messages that all have
+    ids (checked on every put of the whole list, so with the loops in C). An empty
+    list is too (it holds no entry, and reads back empty): a list emptied by
+    ``RemoveMessage`` then retires the messages it held, as any removal does."""
+    if not isinstance(value, list):
+        return False
+    if not _MESSAGE_TYPE_SET.issuperset(map(type, value)):
+        return False
+    ids = list(map(_ID, value))
+    return all(ids) and all(map(isinstance, ids, repeat(str)))
 
 
 def _is_message_write(value: object) -> bool:

@@ -1,0 +1,59 @@
+"""How ``TieredSaver`` reads a checkpoint on SQLite: each value by its whole key and a
+message list's chain of deltas through the chains' index, so a read looks at none of
+the thread's other versions however long the thread grows."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, MessagesState, StateGraph
+
+from tiermem_langgraph import TieredSaver
+
+CONFIG: RunnableConfig = {"configurable": {"thread_id": "t"}}
+
+
+def _answer(state: MessagesState) -> dict[str, Any]:
+    turn = len(state["messages"])
+    return {"messages": [AIMessage(f"answer {turn}", id=f"a{turn}")]}
+
+
+def test_a_read_looks_values_up_by_their_whole_key(tmp_path: Path) -> None:
+    """Every statement of a checkpoint read that reads channel values searches them by
+    (session, namespace, channel, version), or a chain by its root through the
+    chains' index: none reads the channel's every version by a prefix of the key."""
+    path = tmp_path / "reads.db"
+    builder = StateGraph(MessagesState)
+    builder.add_node("answer", _answer)
+    builder.add_edge(START, "answer")
+    with TieredSaver.from_url(f"sqlite:///{path}") as saver:
+        graph = builder.compile(checkpointer=saver)
+        for turn in range(6):  # the list is a chain of deltas by now
+            graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"q{turn}")]}, CONFIG)
+        statements: list[tuple[str, Any]] = []
+
+        def seen(conn: Any, cursor: Any, sql: str, args: Any, *rest: Any) -> None:
+            statements.append((sql, args))
+
+        sa.event.listen(saver.memory.engine, "before_cursor_execute", seen)
+        found = saver.get_tuple(CONFIG)
+        sa.event.remove(saver.memory.engine, "before_cursor_execute", seen)
+    assert found is not None and len(found.checkpoint["channel_values"]["messages"]) == 12
+    reads = [(sql, args) for sql, args in statements if "tiermem_checkpoint_blob" in sql]
+    assert reads
+    with sqlite3.connect(path) as conn:
+        plans = [
+            str(row[3])
+            for sql, args in reads
+            for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args)
+            if "tiermem_checkpoint_blob" in str(row[3])
+        ]
+    key = "(session_pk=? AND checkpoint_ns=? AND channel=? AND version=?)"
+    chain = "ix_tiermem_checkpoint_blob_root " + key.replace("version", "root")
+    assert plans and all(plan.endswith((key, chain)) for plan in plans), plans
+    assert any(plan.endswith(chain) for plan in plans)
