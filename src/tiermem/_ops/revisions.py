@@ -51,7 +51,7 @@ from ..errors import SessionNotFound
 from .known_lists import KnownLists
 from .list_plans import ListPlan, Ref
 
-__all__ = ["REFS", "Found", "removed_entries", "retire", "revised_entries", "walk"]
+__all__ = ["REFS", "Found", "decode_list", "removed_entries", "retire", "revised_entries", "walk"]
 
 #: The type of a channel value that is a message list held as entry ids.
 REFS = "tiermem:refs"
@@ -182,14 +182,28 @@ def load_refs(
     rows = sql.blob_rows(conn, session_pk, namespace, [(channel, version)])
     if not rows or rows[0][2] != REFS:
         return []
-    decoded = json.loads(bytes(rows[0][3]))
+    return decode_list(conn, session_pk, namespace, channel, version, rows[0][3], rows[0][4])[0]
+
+
+def decode_list(
+    conn: Connection,
+    session_pk: int,
+    namespace: str,
+    channel: str,
+    version: str,
+    value: bytes,
+    root: str | None,
+) -> tuple[list[Ref], int]:
+    """The refs of a stored message list from its row (``value``, and the ``root`` of
+    its chain of deltas), and the number of links followed to its full list."""
+    decoded = json.loads(bytes(value))
     if "refs" in decoded:
-        return list(decoded["refs"])
+        return list(decoded["refs"]), 0
     links = {
-        str(v): json.loads(bytes(value))
-        for v, value in sql.chain_rows(conn, session_pk, namespace, channel, rows[0][4])
+        str(v): json.loads(bytes(link))
+        for v, link in sql.chain_rows(conn, session_pk, namespace, channel, str(root))
     }
-    return walk(links, version)[0]
+    return walk(links, version)
 
 
 def walk(links: dict[str, Any], version: str) -> tuple[list[Ref], int]:

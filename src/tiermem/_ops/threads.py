@@ -42,7 +42,7 @@ from ..types import MemoryEntry
 from . import revisions, thread_writes
 from .known_lists import Known, KnownLists
 from .list_plans import FULL_EVERY, ListPlan, Ref, StaleList, plan_list, witness
-from .revisions import REFS, revised_entries, walk
+from .revisions import REFS, decode_list, revised_entries
 from .thread_writes import KnownWrites
 from .write import Attached, append_attached, clear, prepare_messages
 
@@ -294,26 +294,16 @@ def _load(conn: Connection, row: Any) -> dict[str, Any]:
     values: dict[str, Typed] = {}
     lists: dict[str, list[Ref]] = {}
     depths: dict[str, int] = {}
-    chains: dict[str, tuple[str, str]] = {}  # channel -> (version, root)
     inputs: dict[str, bytes] = {}
     for channel, version, kind, value, root in sql.blob_rows(conn, session_pk, namespace, keys):
         if kind == thread_writes.VALUE_REFS:
             inputs[channel] = bytes(value)
-            continue
-        if kind != REFS:
+        elif kind != REFS:
             values[channel] = (kind, bytes(value))
-            continue
-        decoded = json.loads(bytes(value))
-        if "refs" in decoded:
-            lists[channel], depths[channel] = decoded["refs"], 0
         else:
-            chains[channel] = (version, root)
-    for channel, (version, root) in chains.items():
-        links = {
-            str(v): json.loads(bytes(value))
-            for v, value in sql.chain_rows(conn, session_pk, namespace, channel, root)
-        }
-        lists[channel], depths[channel] = walk(links, version)
+            lists[channel], depths[channel] = decode_list(
+                conn, session_pk, namespace, channel, version, value, root
+            )
     return {
         "thread_id": str(sid),
         "session_pk": int(session_pk),
@@ -454,13 +444,9 @@ def _prune_namespace(conn: Connection, session_pk: int, namespace: str, keep_lat
         sql.delete_blobs(conn, session_pk, namespace, [])
         return removed
     keys = sorted({(channel, str(v)) for _, versions in kept for channel, v in versions.items()})
-    for channel, version, kind, _value, root in sql.blob_rows(conn, session_pk, namespace, keys):
+    for channel, version, kind, value, root in sql.blob_rows(conn, session_pk, namespace, keys):
         if kind == REFS and root != version:  # its chain's other links go: store it whole
-            links = {
-                str(v): json.loads(bytes(value))
-                for v, value in sql.chain_rows(conn, session_pk, namespace, channel, root)
-            }
-            refs, _ = walk(links, version)
+            refs, _ = decode_list(conn, session_pk, namespace, channel, version, value, root)
             full = _encode({"refs": refs})
             row = {"session_pk": session_pk, "checkpoint_ns": namespace, "channel": channel}
             sql.replace_blob(conn, {**row, "version": version, "value": full, "root": version})
