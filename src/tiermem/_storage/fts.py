@@ -17,7 +17,7 @@ idempotently:
   search flushes first, so it always sees every committed entry. The view
   leaves pending rows out, so the index always equals its content;
 * on PostgreSQL, a ``GENERATED ALWAYS ... STORED`` ``tsvector`` column on the
-  base table and a GIN index on it.
+  base table and a GIN index on it, without a pending list (``fastupdate=off``).
 
 On SQLite a row's FTS5 rowid is ``(partition << 32) + id``, where the
 partition is the row's session (entries) or scope and layer (layer items):
@@ -302,6 +302,14 @@ def _pg_expression(index: FtsIndex, config: str) -> str:
     return " || ".join(parts)
 
 
+#: GIN's pending list (``fastupdate``, on by default) keeps new rows' words unsorted
+#: and uncompressed until a vacuum or 4 MB of them: a conversation's index was seven
+#: times the size of the same index built at once, and every search read the whole
+#: list. Inserted straight into the tree, an entry's words cost no measurable time
+#: of a turn (issue 32's checkpointer benchmark) and the index stays compact.
+_GIN_OPTIONS = "fastupdate=off"
+
+
 def _pg_install(conn: Connection, index: FtsIndex, config: str) -> None:
     table, name = index.table.name, index.name
     # Catalog checks first: ALTER/CREATE INDEX would take table locks even when
@@ -320,8 +328,17 @@ def _pg_install(conn: Connection, index: FtsIndex, config: str) -> None:
             f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fts tsvector "
             f"GENERATED ALWAYS AS ({_pg_expression(index, config)}) STORED"
         )
-    if conn.exec_driver_sql("SELECT to_regclass(%(i)s)", {"i": f"ix_{name}"}).scalar() is None:
-        conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS ix_{name} ON {table} USING gin (fts)")
+    options = conn.exec_driver_sql(
+        "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass(%(i)s)",
+        {"i": f"ix_{name}"},
+    ).scalar()
+    if options is None:
+        conn.exec_driver_sql(
+            f"CREATE INDEX IF NOT EXISTS ix_{name} ON {table} USING gin (fts) WITH ({_GIN_OPTIONS})"
+        )
+    elif _GIN_OPTIONS not in options:
+        conn.exec_driver_sql(f"ALTER INDEX ix_{name} SET ({_GIN_OPTIONS})")
+        conn.exec_driver_sql("SELECT gin_clean_pending_list(%(i)s::regclass)", {"i": f"ix_{name}"})
 
 
 def install_index(conn: Connection, index: FtsIndex, *, stemmed: bool = True) -> None:
