@@ -71,3 +71,34 @@ def test_no_contender_always_steps_right_after_the_same_one() -> None:
     assert before == set(names) - {turn_bench.NO_FEED}
     assert {order[0] for order in orders} == set(names)
     assert list(turn_bench.turn_orders(names, 200, seed=0)) == orders  # seeded
+
+
+def test_postgres_is_played_apart_from_the_in_process_contenders() -> None:
+    """The PostgreSQL contender steps only beside the baseline: the server's work
+    after its commits would otherwise fall into the SQLite contenders' turns."""
+    local, apart = turn_bench.passes(postgres=True)
+    assert turn_bench.POSTGRES not in local and turn_bench.NO_RECALL in local
+    assert apart == [turn_bench.POSTGRES, turn_bench.BASELINE]
+    assert turn_bench.passes(postgres=False) == [local]
+
+
+def test_the_postgres_ratio_is_to_the_baseline_of_its_own_pass(tmp_path: Path) -> None:
+    """A short run on both backends reports tiermem-pg with its own pass's baseline."""
+    code = turn_bench.main(
+        [
+            "--turns",
+            "20",
+            "--repeat",
+            "1",
+            "--appends",
+            "0",
+            "--backends",
+            "sqlite,postgres",
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    rows = json.loads((tmp_path / "turn_bench.json").read_text())["turns"]["20"]
+    assert rows[turn_bench.POSTGRES]["baseline_p50_us"] > 0
+    assert turn_bench.BASELINE in rows and turn_bench.NO_RECALL in rows
