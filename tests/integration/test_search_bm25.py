@@ -80,3 +80,26 @@ def test_project_search_is_not_crowded_out_by_other_projects(
     other.add_messages("o", [HumanMessage("walrus walrus walrus") for _ in range(150)])
     found = [hit.entry.session_id for hit in mine.search("walrus")]
     assert found == ["m"]
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_recall_within_a_session_reads_a_bounded_number_of_rows_on_postgres(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recall runs on every turn: where every word of its query is common in the
+    session, PostgreSQL scores only the newest rows holding the rarest words, at most
+    SESSION_COMMON_ROWS of them, as SQLite's recall does; a search still ranks every
+    match."""
+    monkeypatch.setattr(search, "SESSION_COMMON_ROWS", 3)
+    memory = make_memory()
+    for n in range(8):
+        memory.add_user_message("s", f"walrus sighting {n}")
+    memory.add_user_message("s", "walrus alone")
+    with memory.engine.connect() as conn:
+        counts = search.session_counts(conn, memory.project, "s")
+        pk = counts[0][0]
+        words = ["walrus", "sighting"]
+        recalled = search.entry_candidates(conn, memory.project, words, counts, pk, bounded=True)
+        searched = search.entry_candidates(conn, memory.project, words, counts, pk)
+    assert len(recalled) == 3
+    assert len(searched) == 9

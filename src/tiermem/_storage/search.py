@@ -221,7 +221,8 @@ def rank(
 #: all (or, if none does, any of them).
 COMMON_ROWS = 1000
 #: Recall's bound on a word's rows in the session, and so its cost; a question of
-#: common words only is scored by its rarest few (:func:`_sqlite_session_candidates`).
+#: common words only is scored by its rarest few (:func:`_sqlite_session_candidates`;
+#: on PostgreSQL :func:`pg_candidates`, the newest rows holding them).
 SESSION_COMMON_ROWS, COMMON_FALLBACK = 250, 3
 
 _PG_CANDIDATES = """\
@@ -253,28 +254,32 @@ def pg_candidates(
     params: dict[str, Any],
     total: int,
     average: float,
+    common: int = COMMON_ROWS,
+    fallback: int | None = None,
     **parts: str,
 ) -> list[Candidate]:
     """PostgreSQL: the rows of ``parts["source"]`` matching any of ``words``, scored
     with :func:`bm25` in a collection of ``total`` rows of ``average`` length, in one
     statement (``parts`` name the SQL of each column; ``length`` is a row's length
-    in the unit of ``average``); common words are handled as :data:`COMMON_ROWS`
-    says."""
+    in the unit of ``average``); a word in more than ``common`` rows is common, and
+    common words are handled as :data:`COMMON_ROWS` says. With ``fallback``, a query
+    of common words only uses its ``fallback`` rarest (a session's search, as on
+    SQLite: :data:`SESSION_COMMON_ROWS`)."""
     # A prepared statement's generic plan cannot see the words: it would AND a GIN
     # scan of every row holding a common word with the scope. Every transaction of a
     # Database plans with the actual parameters (plan_cache_mode), so these do too.
     bound: dict[str, Any] = {f"w{i}": fts.tsquery_any([word]) for i, word in enumerate(words)}
-    counted = conn.execute(
-        _pg_counts(len(words), **parts), {**params, **bound, "n": COMMON_ROWS + 1}
-    )
+    counted = conn.execute(_pg_counts(len(words), **parts), {**params, **bound, "n": common + 1})
     counts = dict(zip(words, counted.one(), strict=True))
     present = [word for word in words if counts[word]]
-    rare = [word for word in present if counts[word] <= COMMON_ROWS]
+    rare = [word for word in present if counts[word] <= common]
     if not present:
         return []
+    if not rare and fallback is not None:
+        present = sorted(present, key=lambda word: counts[word])[:fallback]
     selected = rare or present
     query: dict[str, Any] = {f"w{i}": fts.tsquery_any([word]) for i, word in enumerate(selected)}
-    query.update({"any": fts.tsquery_any(selected), "n": COMMON_ROWS})
+    query.update({"any": fts.tsquery_any(selected), "n": common})
     statement = _pg_statement(len(selected), not rare, **parts)
     if not rare:  # common words only: the newest rows holding them all, else any
         every = " & ".join(fts.tsquery_any([word]) for word in present)
@@ -458,6 +463,8 @@ def entry_candidates(
     session_pk: int | None,
     cap: int | None = None,
     last_id: int | None = None,
+    *,
+    bounded: bool = False,
 ) -> list[Candidate]:
     """The entries of ``project`` (or of one session) matching any of ``words`` with
     their BM25; with ``cap``, at least the ``cap`` best (SQLite reads only those
@@ -467,6 +474,10 @@ def entry_candidates(
         counts: the searched sessions' (pk, entry count, entry tokens).
         last_id: within a session, only its entries up to this id (a session's ids
             grow with its seqs).
+        bounded: within a session on PostgreSQL, recall's bounds
+            (:data:`SESSION_COMMON_ROWS`, :data:`COMMON_FALLBACK`), which SQLite's
+            recall has too: a GIN scan reads every row of a word, so a common
+            word's cost would grow with the session, on every turn.
     """
     if session_pk is None:
         last_id = None
@@ -481,12 +492,15 @@ def entry_candidates(
             params["last_id"] = last_id
         total = sum(row[1] for row in counts)
         average = sum(row[2] for row in counts) / max(total, 1)
+        local = bounded and session_pk is not None
         return pg_candidates(
             conn,
             words,
             params,
             total,
             average,
+            common=SESSION_COMMON_ROWS if local else COMMON_ROWS,
+            fallback=COMMON_FALLBACK if local else None,
             id="e.id",
             created="e.timestamp",
             accessed="s.last_accessed",
@@ -531,7 +545,7 @@ def _ranked_entries(
         ranked = rank(candidates, now, policy, limit, floor=floor)
         if len(candidates) < cap or _exact(candidates, ranked):
             return ranked
-    found = entry_candidates(conn, project, words, counts, session_pk, None, last_id)
+    found = entry_candidates(conn, project, words, counts, session_pk, None, last_id, bounded=local)
     return rank(found, now, policy, limit, floor=floor)
 
 
