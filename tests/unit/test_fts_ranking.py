@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tiermem._storage.search import Candidate, bm25, epoch, rank, recency_bonus
+from tiermem._storage.ranking import Candidate, bm25, epoch, rank, recency_bonus
 from tiermem.tiers import DEFAULT_POLICY, calculate_tier, tier_boost
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

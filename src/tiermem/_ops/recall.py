@@ -49,7 +49,8 @@ from .._core.render import (
 from .._core.runner import Op
 from .._storage import fts, items, store
 from .._storage.database import Connection
-from .._storage.search import rank, search_entries
+from .._storage.ranking import rank
+from .._storage.search import search_entries
 from .._storage.windows import with_windows
 from ..errors import InvalidArgument, TiermemError
 from ..tokens import TokenCounter

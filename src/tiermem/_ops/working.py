@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from .._storage import fts
-from .._storage.search import Candidate, bm25, epoch, rank
+from .._storage.ranking import Candidate, bm25, epoch, rank
 from ..errors import CompressionConflict, InvalidArgument
 from ..layer_models import LayerItem, LayerType
 from ..tiers import MemoryTier, TierPolicy

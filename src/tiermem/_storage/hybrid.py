@@ -26,7 +26,7 @@ and breaks its ties by words. Scaled scores keep how far apart two candidates
 are (rank fusion kept only their order): an entry far more similar to the query
 than the others can win over one that matches the words a little better.
 
-Relevance is then ranked as in lexical search (:func:`search.rank`): divided by
+Relevance is then ranked as in lexical search (:func:`ranking.rank`): divided by
 the best candidate's, plus the tier boost and a recency bonus of at most
 :data:`RECENCY_BONUS` (lexical search's 0.5 would outweigh any difference of
 meaning: the mean of two scaled scores spreads less than BM25 alone, and a
@@ -48,8 +48,9 @@ from .._core.clock import as_utc
 from ..tiers import TierPolicy
 from ..types import SearchHit
 from . import fts, vectors
+from .ranking import Candidate, epoch, rank
 from .schema import entry_table, session_table
-from .search import Candidate, entry_candidates, entry_hits, epoch, rank, session_counts
+from .search import entry_candidates, entry_hits, session_counts
 
 __all__ = ["POOL", "RECENCY_BONUS", "DenseQuery", "search_entries"]
 
@@ -58,7 +59,7 @@ E, S = entry_table.c, session_table.c
 #: How many candidates each list contributes at least (more for a larger limit).
 POOL = 100
 #: The largest recency bonus of a hybrid search (an entry created just now), falling
-#: to 0 over :data:`search.RECENCY_WINDOW` as in lexical search.
+#: to 0 over :data:`ranking.RECENCY_WINDOW` as in lexical search.
 RECENCY_BONUS = 0.1
 
 

@@ -33,8 +33,8 @@ from ..tiers import TierPolicy
 from . import item_vectors
 from .hybrid import POOL, RECENCY_BONUS, DenseQuery
 from .items import item_candidates, live_since, touch_ranked
+from .ranking import Candidate, rank
 from .rows import ItemRecord
-from .search import Candidate, rank
 
 __all__ = ["search_items"]
 

@@ -34,9 +34,10 @@ from ..tiers import MemoryTier, TierPolicy
 from . import fts
 from .item_vectors import forget_item_vectors
 from .layer_schema import ITEM_INDEX, in_project, item_partition, item_table, scope_table
+from .ranking import Candidate, rank
 from .rows import ItemRecord
 from .schema import dialect_insert
-from .search import Candidate, pg_candidates, rank
+from .search import pg_candidates
 from .tiers import Cutoffs, cutoffs, delete_locked, item_ages, tier_case
 
 __all__ = [
@@ -310,7 +311,7 @@ def search_items(
     policy: TierPolicy,
 ) -> list[tuple[ItemRecord, float]]:
     """The best ``limit`` items of a layer containing any of ``words`` with their
-    scores, best first (:func:`tiermem._storage.search.rank`); each hit's access is recorded.
+    scores, best first (:func:`tiermem._storage.ranking.rank`); each hit's access is recorded.
     Expired items are never candidates."""
     candidates = item_candidates(conn, pk, layer, words, live_since(now, policy, layer))
     if not candidates:

@@ -1,5 +1,5 @@
 """Full-text search over conversation entries (compressed originals included), and
-the ranking every search shares (entries, layer items, working memory).
+the PostgreSQL candidates of every full-text search (entries, layer items).
 
 The database finds the rows containing any of the query's words (see
 :mod:`tiermem._storage.fts`: stemmed, stopwords left out) and scores each with
@@ -10,16 +10,8 @@ from every candidate's ``tsvector`` cost tens of microseconds a row) and its
 length, with the document frequencies, size and average length of the
 collection searched (the session, the project or the scope's layer). Words
 common in the searched session give way to rarer ones (:data:`COMMON_ROWS`).
-Each candidate then scores
-
-* its text relevance: its BM25 divided by the best candidate's, so the best
-  match has 1.0 and a match on rare words outweighs one on common words;
-* plus the recency bonus: 0.5 for an item created now, falling linearly to
-  0 at 24 hours;
-* plus the tier boost (:func:`~tiermem.tiers.tier_boost`) of the tier its
-  last access gives now (for a conversation entry, its session's).
-
-Best first, ties newest (highest id) first.
+The candidates are then ranked as every search ranks them
+(:mod:`tiermem._storage.ranking`).
 """
 
 from __future__ import annotations
@@ -27,33 +19,25 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._core.clock import as_utc
-from ..tiers import DEFAULT_POLICY, MemoryTier, TierPolicy, tier_boost
+from ..tiers import DEFAULT_POLICY, TierPolicy
 from ..types import SearchHit
 from . import _fast as _driver
 from . import fts
+from .ranking import BM25_B, BM25_K1, MAX_BONUS, Candidate, bm25, epoch, rank
 from .rows import EntryRecord
 from .schema import entry_table, session_table
 from .store import entry_from_row
 
 __all__ = [
-    "BM25_B",
-    "BM25_K1",
-    "RECENCY_BONUS",
-    "RECENCY_WINDOW",
-    "Candidate",
-    "bm25",
-    "epoch",
     "pg_candidates",
-    "rank",
-    "recency_bonus",
     "COMMON_FALLBACK",
     "COMMON_ROWS",
     "SESSION_COMMON_ROWS",
@@ -61,157 +45,9 @@ __all__ = [
     "entry_hits",
     "search_entries",
     "session_counts",
-    "tier_bands",
 ]
 
 E, S = entry_table.c, session_table.c
-
-#: The largest recency bonus (an item created just now).
-RECENCY_BONUS = 0.5
-#: The bonus falls linearly to 0 over this window.
-RECENCY_WINDOW = timedelta(hours=24)
-#: BM25's term frequency saturation and length normalization (FTS5's values).
-BM25_K1, BM25_B = 1.2, 0.75
-_MAX_BOOST = max(tier_boost(tier) for tier in MemoryTier)
-_MAX_BONUS = RECENCY_BONUS + _MAX_BOOST
-
-
-def recency_bonus(created_at: datetime, now: datetime) -> float:
-    """The recency bonus: 0.5 when ``created_at`` is now (or later), linearly
-    down to 0 at 24 hours and after."""
-    age = (now - created_at) / RECENCY_WINDOW
-    return RECENCY_BONUS * min(max(1.0 - age, 0.0), 1.0)
-
-
-def tier_bands(
-    column: sa.ColumnElement[datetime], now: datetime, policy: TierPolicy = DEFAULT_POLICY
-) -> list[tuple[MemoryTier, sa.ColumnElement[bool]]]:
-    """For each tier, the SQL condition on a ``last_accessed`` column that
-    :func:`~tiermem.tiers.calculate_tier` maps to it (set-based tier updates)."""
-    now = as_utc(now)
-    active, recent = now - policy.active_within, now - policy.recent_within
-    expired = now - policy.expired_after
-    return [
-        (MemoryTier.ACTIVE, column > active),
-        (MemoryTier.RECENT, sa.and_(column <= active, column > recent)),
-        (MemoryTier.ARCHIVED, sa.and_(column <= recent, column >= expired)),
-        (MemoryTier.EXPIRED, column < expired),
-    ]
-
-
-class Candidate(NamedTuple):
-    """A row that matched at least one query word.
-
-    Attributes:
-        id: the row's id.
-        created: when it was stored, in epoch seconds (the recency bonus).
-        accessed: its (or its session's) last access in epoch seconds, if any
-            (the tier boost).
-        relevance: its BM25 score for the query (positive).
-    """
-
-    id: int
-    created: float
-    accessed: float | None
-    relevance: float
-
-
-def bm25(
-    frequencies: Sequence[dict[str, int]], lengths: Sequence[float], total: int, average: float
-) -> list[float]:
-    """BM25 of each document of a collection that matched a query.
-
-    Args:
-        frequencies: per document, how often each query term occurs in it.
-        lengths: per document, its length (any unit ``average`` shares).
-        total: how many documents the collection holds.
-        average: their average length.
-    """
-    population = max(total, len(frequencies))
-    counts: dict[str, int] = {}
-    for terms in frequencies:
-        for term in terms:
-            counts[term] = counts.get(term, 0) + 1
-    idf = {
-        term: math.log(1 + (population - count + 0.5) / (count + 0.5))
-        for term, count in counts.items()
-    }
-    average = average if average > 0 else 1.0
-    scores = []
-    for terms, length in zip(frequencies, lengths, strict=True):
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
-        scores.append(
-            sum(idf[term] * tf * (BM25_K1 + 1) / (tf + norm) for term, tf in terms.items())
-        )
-    return scores
-
-
-def epoch(moment: datetime) -> float:
-    """Epoch seconds of an aware datetime (or a naive one read back as UTC)."""
-    return as_utc(moment).timestamp()
-
-
-def _tier_boosts(now: float, policy: TierPolicy) -> Callable[[float | None], float]:
-    """:func:`~tiermem.tiers.tier_boost` of :func:`~tiermem.tiers.calculate_tier`, on
-    epoch seconds (the hot loop of ranking)."""
-    active, recent = policy.active_within.total_seconds(), policy.recent_within.total_seconds()
-    expired = policy.expired_after.total_seconds()
-    boosts = {tier: tier_boost(tier) for tier in MemoryTier}
-
-    def boost(accessed: float | None) -> float:
-        if accessed is None:
-            return boosts[MemoryTier.ARCHIVED]
-        age = max(now - accessed, 0.0)
-        if age < active:
-            return boosts[MemoryTier.ACTIVE]
-        if age < recent:
-            return boosts[MemoryTier.RECENT]
-        if age > expired:
-            return boosts[MemoryTier.EXPIRED]
-        return boosts[MemoryTier.ARCHIVED]
-
-    return boost
-
-
-def rank(
-    candidates: Sequence[Candidate],
-    now: datetime,
-    policy: TierPolicy,
-    limit: int,
-    *,
-    recency: float = RECENCY_BONUS,
-    floor: float = 0.0,
-) -> list[tuple[Candidate, float]]:
-    """The best ``limit`` candidates with their scores (see the module docstring);
-    ``recency`` is the largest recency bonus (hybrid search's is smaller). With
-    ``floor``, a candidate whose relevance is under ``floor`` of the best one's is
-    left out, whatever its bonuses."""
-    if not candidates:
-        return []
-    ordered = sorted(candidates, key=lambda candidate: candidate.relevance, reverse=True)
-    best = ordered[0].relevance or 1.0
-    moment, window = epoch(now), RECENCY_WINDOW.total_seconds()
-    boost = _tier_boosts(moment, policy)
-    most = recency + _MAX_BOOST
-    scored: list[tuple[float, int, Candidate]] = []
-    for candidate in ordered:
-        relevance = candidate.relevance / best
-        if relevance < floor:  # ordered: every later candidate is under it too
-            break
-        # Bonuses are bounded: once relevance + the largest bonus cannot reach the
-        # current limit-th score, no less relevant candidate can either.
-        if len(scored) >= limit and relevance + most < scored[0][0]:
-            break
-        age = (moment - candidate.created) / window
-        bonus = recency * min(max(1.0 - age, 0.0), 1.0)
-        entry = (relevance + bonus + boost(candidate.accessed), candidate.id, candidate)
-        if len(scored) < limit:
-            heapq.heappush(scored, entry)
-        elif entry > scored[0]:
-            heapq.heapreplace(scored, entry)
-    ranked = sorted(scored, key=lambda item: (-item[0], -item[1]))
-    return [(candidate, score) for score, _, candidate in ranked]
-
 
 #: A word in more entries of the searched session (PostgreSQL: or scope, or project)
 #: than this is common. When a query also has rarer words, they alone select and rank
@@ -452,7 +288,7 @@ def _exact(candidates: Sequence[Candidate], ranked: Sequence[tuple[Candidate, fl
         return False
     floor = min(candidate.relevance for candidate in candidates)
     best = max(candidate.relevance for candidate in candidates) or 1.0
-    return ranked[-1][1] > floor / best + _MAX_BONUS
+    return ranked[-1][1] > floor / best + MAX_BONUS
 
 
 def entry_candidates(
