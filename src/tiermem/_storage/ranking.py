@@ -19,10 +19,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-import sqlalchemy as sa
-
 from .._core.clock import as_utc
-from ..tiers import DEFAULT_POLICY, MemoryTier, TierPolicy, tier_boost
+from ..tiers import MemoryTier, TierPolicy, tier_boost
 
 __all__ = [
     "BM25_B",
@@ -35,7 +33,6 @@ __all__ = [
     "epoch",
     "rank",
     "recency_bonus",
-    "tier_bands",
 ]
 
 #: The largest recency bonus (an item created just now).
@@ -54,22 +51,6 @@ def recency_bonus(created_at: datetime, now: datetime) -> float:
     down to 0 at 24 hours and after."""
     age = (now - created_at) / RECENCY_WINDOW
     return RECENCY_BONUS * min(max(1.0 - age, 0.0), 1.0)
-
-
-def tier_bands(
-    column: sa.ColumnElement[datetime], now: datetime, policy: TierPolicy = DEFAULT_POLICY
-) -> list[tuple[MemoryTier, sa.ColumnElement[bool]]]:
-    """For each tier, the SQL condition on a ``last_accessed`` column that
-    :func:`~tiermem.tiers.calculate_tier` maps to it (set-based tier updates)."""
-    now = as_utc(now)
-    active, recent = now - policy.active_within, now - policy.recent_within
-    expired = now - policy.expired_after
-    return [
-        (MemoryTier.ACTIVE, column > active),
-        (MemoryTier.RECENT, sa.and_(column <= active, column > recent)),
-        (MemoryTier.ARCHIVED, sa.and_(column <= recent, column >= expired)),
-        (MemoryTier.EXPIRED, column < expired),
-    ]
 
 
 class Candidate(NamedTuple):
