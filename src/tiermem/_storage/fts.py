@@ -71,6 +71,7 @@ __all__ = [
     "fts5_any",
     "partition_range",
     "query_words",
+    "set_pending_list",
     "tokenize",
     "tsquery_any",
     "uninstall",
@@ -337,8 +338,18 @@ def _pg_install(conn: Connection, index: FtsIndex, config: str) -> None:
             f"CREATE INDEX IF NOT EXISTS ix_{name} ON {table} USING gin (fts) WITH ({_GIN_OPTIONS})"
         )
     elif _GIN_OPTIONS not in options:
-        conn.exec_driver_sql(f"ALTER INDEX ix_{name} SET ({_GIN_OPTIONS})")
-        conn.exec_driver_sql("SELECT gin_clean_pending_list(%(i)s::regclass)", {"i": f"ix_{name}"})
+        set_pending_list(conn, index, enabled=False)
+
+
+def set_pending_list(conn: Connection, index: FtsIndex, *, enabled: bool) -> None:
+    """PostgreSQL: turn an existing GIN index's pending list on (PostgreSQL's
+    default) or off; turned off, what the list holds moves into the index."""
+    name = f"ix_{index.name}"
+    if enabled:
+        conn.exec_driver_sql(f"ALTER INDEX {name} RESET (fastupdate)")
+        return
+    conn.exec_driver_sql(f"ALTER INDEX {name} SET ({_GIN_OPTIONS})")
+    conn.exec_driver_sql("SELECT gin_clean_pending_list(%(i)s::regclass)", {"i": name})
 
 
 def install_index(conn: Connection, index: FtsIndex, *, stemmed: bool = True) -> None:

@@ -14,35 +14,34 @@ from __future__ import annotations
 
 from alembic import op
 
+from tiermem._storage import fts
+from tiermem._storage.fts import FtsIndex
 from tiermem._storage.tables import FULL_TEXT_INDEXES
 
 revision = "0020"
 down_revision = "0019"
 
 
-def _existing() -> list[str]:
-    """The names of the full-text GIN indexes of this PostgreSQL database."""
+def _existing() -> list[FtsIndex]:
+    """The full-text indexes this PostgreSQL database has (none on SQLite)."""
     bind = op.get_bind()
     if bind.dialect.name != "postgresql":
         return []
-    names = [f"ix_{index.name}" for index in FULL_TEXT_INDEXES]
+    found = "SELECT to_regclass(%(i)s)"
     return [
-        name
-        for name in names
-        if bind.exec_driver_sql("SELECT to_regclass(%(i)s)", {"i": name}).scalar() is not None
+        index
+        for index in FULL_TEXT_INDEXES
+        if bind.exec_driver_sql(found, {"i": f"ix_{index.name}"}).scalar() is not None
     ]
 
 
 def upgrade() -> None:
     """Insert straight into each index from now on, and empty its pending list."""
-    bind = op.get_bind()
-    for name in _existing():
-        bind.exec_driver_sql(f"ALTER INDEX {name} SET (fastupdate=off)")
-        bind.exec_driver_sql("SELECT gin_clean_pending_list(%(i)s::regclass)", {"i": name})
+    for index in _existing():
+        fts.set_pending_list(op.get_bind(), index, enabled=False)
 
 
 def downgrade() -> None:
     """Give each index its pending list back (PostgreSQL's default)."""
-    bind = op.get_bind()
-    for name in _existing():
-        bind.exec_driver_sql(f"ALTER INDEX {name} RESET (fastupdate)")
+    for index in _existing():
+        fts.set_pending_list(op.get_bind(), index, enabled=True)
