@@ -5,9 +5,9 @@ the context a read without a block gets, so that its prefix is the same."""
 
 from __future__ import annotations
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
-from tiermem import RECALL_MARKER, ConversationMemory, MemoryConfig
+from tiermem import OMITTED_MARKER, RECALL_MARKER, ConversationMemory, MemoryConfig
 from tiermem.testing import FakeSummarizer
 
 from ..conftest import MemoryFactory
@@ -131,3 +131,51 @@ def test_a_hit_holding_what_a_like_message_lacks_for_the_question_is_recalled(
     assert memory.get_entries("s")[0].compressed
     block = _block(memory.get_messages("s"))
     assert block is not None and old in block
+
+
+def test_a_turn_whose_block_finds_no_room_compresses_instead_of_cutting(
+    make_memory: MemoryFactory,
+) -> None:
+    """Turn after turn the context fills up; on the turns that leave it a few tokens
+    under the budget the block fits nowhere beside it. Cutting the context for the
+    block would change its prefix on that turn, and the compression due on the next
+    would change it again: the turn compresses now, and no context is ever cut."""
+    memory = _memory(make_memory)
+    memory.add_user_message("s", FACT)
+    _filler(memory, 60)
+    compressions = memory.get_stats("s").summaries
+    for turn in range(36):
+        question = f"Which bakery does my sister Ana work at? Asking again ({turn})."
+        messages = memory.add_and_get_messages("s", [HumanMessage(question)])
+        block = _block(messages)
+        assert block is not None and FACT in block
+        assert not any(OMITTED_MARKER in m.additional_kwargs for m in messages), turn
+        assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
+        assert [m for m in messages if RECALL_MARKER not in m.additional_kwargs] == (
+            memory.get_messages("s", query="")
+        )
+    assert memory.get_stats("s").summaries > compressions
+
+
+def test_without_automatic_compression_a_turn_cuts_the_context_for_its_block(
+    make_memory: MemoryFactory,
+) -> None:
+    """With automatic compression off nothing is compressed behind the caller's
+    back: the block's room is made by leaving older messages out, as a read does."""
+    memory = make_memory(
+        config=MemoryConfig(max_tokens=800, auto_compress=False), summarizer=FakeSummarizer()
+    )
+    memory.add_user_message("s", FACT)
+    _filler(memory, 60)
+    memory.compress("s")
+    compressions = memory.get_stats("s").summaries
+    cut = 0
+    for turn in range(36):
+        question = f"Which bakery does my sister Ana work at? Asking again ({turn})."
+        messages = memory.add_and_get_messages("s", [HumanMessage(question)])
+        block = _block(messages)
+        assert block is not None and FACT in block
+        assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
+        cut += any(OMITTED_MARKER in m.additional_kwargs for m in messages)
+    assert memory.get_stats("s").summaries == compressions
+    assert cut

@@ -18,7 +18,6 @@ async driver runs after that transaction ended, even when the caller is gone
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from .._compression.policy import (
     select_entries,
     summary_prompt,
 )
-from .._core.clock import as_utc
 from .._core.context import MemoryContext
 from .._core.messages import validate_session_id
 from .._core.runner import Op, run
@@ -52,13 +50,19 @@ from ..errors import (
 from ..events import Compressed, CompressionFailed, Event
 from ..types import CompressionResult, MemoryEntry, MemorySummary
 from . import feed
+from .compress_budget import (
+    blocked,
+    excess,
+    mergeable,
+    over_budget,
+)
 
 __all__ = [
     "Outcome",
     "Planned",
     "auto_compress",
     "compress",
-    "compression_wanted",
+    "make_room",
     "new_claim_token",
     "plan_compression",
     "releasing_claim",
@@ -100,71 +104,10 @@ class _Round(NamedTuple):
     window: MessageWindow | None
 
 
-def _context_tokens(ctx: MemoryContext, session: SessionRecord) -> int:
-    frame = ctx.frame_tokens + 2 * session.summary_count if session.summary_count else 0
-    return session.context_tokens + frame
-
-
-def _over_budget(ctx: MemoryContext, session: SessionRecord) -> bool:
-    most = ctx.config.max_entries
-    return _context_tokens(ctx, session) > ctx.config.max_tokens or (
-        most is not None and session.active_count > most
-    )
-
-
-def _excess(ctx: MemoryContext, session: SessionRecord) -> tuple[int, int]:
-    """The tokens and entries a compression must take for the context to fall to
-    the low-water mark (``compress_to`` of ``max_tokens`` and of ``max_entries``):
-    what it takes is replaced by a summary of ``compression_ratio`` of its size."""
-    config = ctx.config
-    over = _context_tokens(ctx, session) - int(config.compress_to * config.max_tokens)
-    tokens = math.ceil(max(over, 0) / (1 - config.compression_ratio))
-    most = config.max_entries
-    entries = 0 if most is None else session.active_count - int(config.compress_to * most)
-    return tokens, max(entries, 0)
-
-
-def _compressible(ctx: MemoryContext, session: SessionRecord) -> bool:
-    """Whether enough entries lie outside the recent window (pins aside)."""
-    outside = session.active_count - ctx.config.recent_window
-    return outside >= ctx.config.min_entries_to_compress
-
-
-def _reducible(ctx: MemoryContext, session: SessionRecord) -> bool:
-    """Whether compressing or merging could shrink an over-budget context."""
-    return _compressible(ctx, session) or session.summary_count >= 2 or session.active_count >= 2
-
-
-def _mergeable(ctx: MemoryContext, session: SessionRecord) -> bool:
-    """Whether the summaries passed their share of the budget."""
-    share = ctx.config.summary_share * ctx.config.max_tokens
-    return session.summary_count >= 2 and session.summary_tokens > share
-
-
-def _blocked(ctx: MemoryContext, session: SessionRecord, now: datetime) -> bool:
-    """Automatic compression waits out a backoff and a live claim."""
-    backoff, claim = session.backoff_until, session.claim_expires_at
-    return (backoff is not None and as_utc(backoff) > now) or (
-        claim is not None and as_utc(claim) > now
-    )
-
-
-def compression_wanted(ctx: MemoryContext, counters: SessionRecord, now: datetime) -> bool:
-    """Whether an append that left these counters triggers automatic compression:
-    over budget, something to reduce (else wait for more entries), no backoff or
-    live claim in the way."""
-    return bool(
-        ctx.config.auto_compress
-        and _over_budget(ctx, counters)
-        and _reducible(ctx, counters)
-        and not _blocked(ctx, counters, now)
-    )
-
-
 def auto_compress(
     ctx: MemoryContext, session_id: str, planned: Planned | None, *, with_window: bool
 ) -> Op[Outcome]:
-    """The compression an append triggers once :func:`compression_wanted` said so:
+    """The compression an append triggers once :func:`tiermem._ops.compress_budget.compression_wanted` said so:
     queued in background mode, else run from ``planned`` (the first round's plan,
     when the append made it). ``with_window``: the last commit also reads what
     ``get_messages`` shows (when no further round follows), saving the caller a
@@ -192,6 +135,35 @@ def auto_compress(
         return Outcome(None, None)
 
 
+def make_room(ctx: MemoryContext, session_id: str, tokens: int) -> Op[Outcome]:
+    """The automatic compression a turn runs early, when the block it recalled found
+    no room beside the whole context (``tokens`` short): else that turn's context is
+    cut for the block and the next turn compresses anyway, two breaks of a prompt
+    cache's prefix where one is due, and the cut shows the model less. It runs as the
+    automatic one does (its backoff, its claim, down to the low-water mark), and not
+    at all in the background mode or with automatic compression off (the turn keeps
+    the cut). Like :func:`auto_compress` it never raises: the turn's append committed."""
+    config = ctx.config
+    if not config.auto_compress or config.background or tokens <= 0:
+        return Outcome(None, None)
+    try:
+        return (
+            yield from _compress(
+                ctx,
+                session_id,
+                force=False,
+                keep=None,
+                auto=True,
+                with_window=True,
+                planned=None,
+                room=tokens,
+            )
+        )
+    except Exception as exc:
+        _log_after_commit("automatic compression", session_id, exc)
+        return Outcome(None, None)
+
+
 def compress(
     ctx: MemoryContext, session_id: str, *, force: bool, keep: int | None, auto: bool = False
 ) -> Op[CompressionResult | None]:
@@ -212,8 +184,10 @@ def _compress(
     auto: bool,
     with_window: bool,
     planned: Planned | None,
+    room: int = 0,
 ) -> Op[Outcome]:
-    """The rounds of a compression (see :func:`compress`), and what they did."""
+    """The rounds of a compression (see :func:`compress`), and what they did; with
+    ``room`` (:func:`make_room`) the first round runs under the budget."""
     validate_session_id(session_id)
     check_optional_int("keep", keep)
     result: CompressionResult | None = None
@@ -229,7 +203,9 @@ def _compress(
                 auto=auto,
                 with_window=with_window,
                 planned=planned,
+                room=room,
             )
+            room = 0  # further rounds only for the budget itself
             if step is not None:
                 result, counters, shown = step
             elif planned is not None:  # nothing to take: the append's counters stand
@@ -242,12 +218,12 @@ def _compress(
                     break
                 counters = fetched
             planned = None  # only the first round was planned by the append
-            over = _over_budget(ctx, counters)
-            if _mergeable(ctx, counters) or (over and counters.summary_count >= 2):
+            over = over_budget(ctx, counters)
+            if mergeable(ctx, counters) or (over and counters.summary_count >= 2):
                 merged = yield from _merge_once(ctx, session_id, counters, with_window)
                 if merged is not None:
                     result, counters, shown = merged
-                    over = _over_budget(ctx, counters)
+                    over = over_budget(ctx, counters)
         except Exception as exc:
             if result is None:
                 raise
@@ -278,7 +254,7 @@ def _read_counters(ctx: MemoryContext, conn: Connection, session_id: str) -> Ses
 def _settled(ctx: MemoryContext, counters: SessionRecord) -> bool:
     """Whether a commit that left ``counters`` ends an automatic compression:
     within budget and no merge due (see the loop of :func:`_compress`)."""
-    return not _over_budget(ctx, counters) and not _mergeable(ctx, counters)
+    return not over_budget(ctx, counters) and not mergeable(ctx, counters)
 
 
 def plan_compression(
@@ -291,10 +267,14 @@ def plan_compression(
     keep: int | None = None,
     auto: bool = True,
     token: str,
+    room: int = 0,
 ) -> Planned:
     """In the caller's write transaction (``session`` locked): pick the entries
-    to compress and take the claim ``token`` (none when there is nothing to do)."""
-    if (auto and _blocked(ctx, session, now)) or (not force and not _over_budget(ctx, session)):
+    to compress and take the claim ``token`` (none when there is nothing to do).
+    ``room``: the tokens a turn's recalled block lacked (:func:`make_room`); such a
+    compression runs under the budget, and takes at least that many."""
+    over = room > 0 or over_budget(ctx, session)
+    if (auto and blocked(ctx, session, now)) or (not force and not over):
         return Planned(token, [], session)
     chosen = select_entries(
         store.read_entries(conn, session, active_only=True, fresh=False),
@@ -302,7 +282,7 @@ def plan_compression(
         force=force,
         keep=keep,
         # Only as deep as the low-water mark; a forced round takes all it may.
-        take=None if force else _excess(ctx, session),
+        take=None if force else excess(ctx, session, room),
     )
     if chosen:
         summaries.claim(conn, session, token, now, ctx.config.claim_ttl)
@@ -318,6 +298,7 @@ def _compress_once(
     auto: bool,
     with_window: bool,
     planned: Planned | None,
+    room: int = 0,
 ) -> Op[_Round | None]:
     if planned is None:
         now, token = ctx.now(), new_claim_token()
@@ -330,7 +311,7 @@ def _compress_once(
                     return None
                 raise
             return plan_compression(
-                ctx, conn, session, now, force=force, keep=keep, auto=auto, token=token
+                ctx, conn, session, now, force=force, keep=keep, auto=auto, token=token, room=room
             )
 
         planned = yield from releasing_claim(ctx, session_id, token, ctx.transact(plan))

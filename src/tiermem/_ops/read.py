@@ -110,7 +110,7 @@ def render_window(
     """``window`` as the context a model gets, with what ``query`` recalls, within
     ``max_tokens``, and the version of the session it shows."""
     rendered = yield from recall.render_recalled(ctx, session_id, window, query)
-    return ContextMessages(rendered, window.version)
+    return ContextMessages(rendered.messages, window.version)
 
 
 def messages(ctx: MemoryContext, session_id: str, query: str | None) -> Op[ContextMessages]:

@@ -17,6 +17,7 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -62,6 +63,7 @@ __all__ = [
     "clear_word_cache",
     "find",
     "recall",
+    "Rendered",
     "render_recalled",
     "text_with_recall",
 ]
@@ -407,12 +409,22 @@ def _candidates(
     return out
 
 
+class Rendered(NamedTuple):
+    """A context as a model gets it, and how many tokens its recalled block lacked
+    beside the whole context (0: the block fitted there, or there was none). A block
+    that lacked room cut the context: a turn compresses instead
+    (:func:`tiermem._ops.compress.make_room`)."""
+
+    messages: list[BaseMessage]
+    lacking: int = 0
+
+
 def render_recalled(
     ctx: MemoryContext,
     session_id: str,
     window: store.MessageWindow,
     query: str | None,
-) -> Op[list[BaseMessage]]:
+) -> Op[Rendered]:
     """``window`` as the context a model gets, with the recalled block (if any) just
     before the newest human message, all within ``max_tokens``."""
     summaries, entries = window.summaries, window.messages
@@ -420,7 +432,9 @@ def render_recalled(
     whole = head_upper_bound(counter, SUMMARY_HEADER + "\n", [s.token_count for s in summaries])
     over = whole + sum(entry.tokens for entry in entries) > config.max_tokens
     if not _wanted(ctx, summaries, query, over):  # the plain read, unchanged
-        return render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+        return Rendered(
+            render_messages(summaries, entries, max_tokens=config.max_tokens, counter=counter)
+        )
     stored = {id(entry.message) for entry in entries}
     stand_ins = [
         message
@@ -455,7 +469,7 @@ def render_recalled(
     )
     marked = bool(shown) and OMITTED_MARKER in shown[0].additional_kwargs
     if not marked and _hides_more(shown, plain):  # the block's room would cost the note
-        return plain
+        return Rendered(plain)
     left_out = shown[0].additional_kwargs.get(OMITTED_MARKER, 0) if marked else 0
     whole_left_out = plain[0].additional_kwargs.get(OMITTED_MARKER, 0) if plain else 0
     recalled = yield from recall(
@@ -470,16 +484,17 @@ def render_recalled(
         before_question(shown),
     )
     if recalled is None:
-        return plain
+        return Rendered(plain)
     beside = without(recalled, recalled.visible)  # what the whole context shows anyway
     if not (beside.ids or beside.items):
-        return plain
+        return Rendered(plain)
     block = recall_message(beside)
     if size > config.max_tokens:
         size = counter.count_messages(plain)
-    if size + counter.count_message(block) <= config.max_tokens:
-        return insert_block(plain, block)
-    return insert_block(shown, recall_message(recalled))
+    lacking = size + counter.count_message(block) - config.max_tokens
+    if lacking <= 0:
+        return Rendered(insert_block(plain, block))
+    return Rendered(insert_block(shown, recall_message(recalled)), lacking)
 
 
 def _hides_more(shown: list[BaseMessage], plain: list[BaseMessage]) -> bool:

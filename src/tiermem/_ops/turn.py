@@ -5,6 +5,10 @@ The append reads the context on its way (see :func:`tiermem._ops.write.add_messa
 with ``with_window``): in its own transaction when no compression follows it, else in
 the compression's last commit. Only when neither could (a compression that failed, or
 one that left more to do) does the turn read it in a transaction of its own.
+
+A turn whose recalled block finds no room beside the whole context compresses then
+(:func:`tiermem._ops.compress.make_room`), before the context would pass
+``max_tokens``, rather than cut the context for the block.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from .._core.context import MemoryContext
 from .._core.runner import Op
 from ..errors import ContextReadFailed, TiermemError
 from ..types import ContextMessages, MemoryEntry
+from .compress import make_room
 from .expectation import Expected
-from .read import MessageWindow, message_window, render_window
-from .recall import check_query
+from .read import MessageWindow, message_window
+from .recall import check_query, render_recalled
 from .write import add_messages
 
 __all__ = ["add_turn"]
@@ -49,7 +54,18 @@ def add_turn(
     window = stored.window
     if window is None:
         window = yield from _read_after(ctx, session_id, stored.entries)
-    return (yield from render_window(ctx, session_id, window, query))
+    rendered = yield from render_recalled(ctx, session_id, window, query)
+    if rendered.lacking:
+        # The recalled block found no room beside the whole context, so it cut the
+        # context; the next turn would compress anyway. Compress now instead: one
+        # change of the context's prefix where there would be two.
+        made = yield from make_room(ctx, session_id, rendered.lacking)
+        if made.result is not None:
+            window = made.window
+            if window is None:
+                window = yield from _read_after(ctx, session_id, stored.entries)
+            rendered = yield from render_recalled(ctx, session_id, window, query)
+    return ContextMessages(rendered.messages, window.version)
 
 
 def _read_after(

@@ -43,11 +43,11 @@ from . import feed
 from .compress import (
     Planned,
     auto_compress,
-    compression_wanted,
     new_claim_token,
     plan_compression,
     releasing_claim,
 )
+from .compress_budget import compression_wanted
 from .embed import queue_entries
 from .expectation import Expected
 
