@@ -17,7 +17,9 @@ idempotently:
   search flushes first, so it always sees every committed entry. The view
   leaves pending rows out, so the index always equals its content;
 * on PostgreSQL, a ``GENERATED ALWAYS ... STORED`` ``tsvector`` column on the
-  base table and a GIN index on it, without a pending list (``fastupdate=off``).
+  base table (without word positions where no search ranks by them, see
+  :attr:`FtsIndex.positions`) and a GIN index on it, without a pending list
+  (``fastupdate=off``).
 
 On SQLite a row's FTS5 rowid is ``(partition << 32) + id``, where the
 partition is the row's session (entries) or scope and layer (layer items):
@@ -134,6 +136,10 @@ class FtsIndex:
             partition, the high bits of its FTS5 rowid.
         columns: the indexed texts.
         deferred: SQLite: new rows wait in ``<name>_pending`` until :func:`flush`.
+        positions: PostgreSQL: the ``tsvector`` keeps where each word occurs, which
+            ``ts_rank`` reads. Without them (``strip``) it holds each word once, a
+            third of its size or less; a search that only asks which words a row
+            holds (:func:`tiermem._storage.search.pg_candidates`) needs no more.
     """
 
     name: str
@@ -141,6 +147,7 @@ class FtsIndex:
     partition_sql: str
     columns: tuple[FtsColumn, ...]
     deferred: bool = False
+    positions: bool = True
 
 
 def _limited(column: str) -> str:
@@ -154,6 +161,7 @@ ENTRY_INDEX = FtsIndex(
     partition_sql="{r}session_pk",
     columns=(FtsColumn("content", _limited("content")),),
     deferred=True,
+    positions=False,
 )
 
 
@@ -300,7 +308,8 @@ def _pg_expression(index: FtsIndex, config: str) -> str:
         f"{column.sql.format(r='')}, '{PG_SEPARATORS}', ' ', 'g'))"
         for column in index.columns
     ]
-    return " || ".join(parts)
+    vector = " || ".join(parts)
+    return vector if index.positions else f"strip({vector})"
 
 
 #: GIN's pending list (``fastupdate``, on by default) keeps new rows' words unsorted
@@ -321,8 +330,11 @@ def _pg_install(conn: Connection, index: FtsIndex, config: str) -> None:
         "WHERE a.attrelid = to_regclass(%(t)s) AND a.attname = 'fts' AND NOT a.attisdropped",
         {"t": table},
     ).scalar()
-    if expression is not None and f"'{config}'" not in expression:
-        uninstall(conn, index)  # an index of another configuration: rebuild it
+    stripped = expression is not None and expression.startswith("strip(")
+    if expression is not None and (
+        f"'{config}'" not in expression or stripped == index.positions
+    ):
+        uninstall(conn, index)  # an index of other words or positions: rebuild it
         expression = None
     if expression is None:
         conn.exec_driver_sql(

@@ -115,6 +115,7 @@ ITEM_INDEX = fts.FtsIndex(
         fts.FtsColumn("item_key", "coalesce({r}item_key, '')"),
         fts.FtsColumn("content", f"substr({{r}}content, 1, {fts.MAX_INDEXED_CHARS})"),
     ),
+    positions=False,
 )
 
 
