@@ -144,17 +144,45 @@ def test_a_turn_whose_block_finds_no_room_compresses_instead_of_cutting(
     memory.add_user_message("s", FACT)
     _filler(memory, 60)
     compressions = memory.get_stats("s").summaries
-    for turn in range(36):
-        question = f"Which bakery does my sister Ana work at? Asking again ({turn})."
-        messages = memory.add_and_get_messages("s", [HumanMessage(question)])
-        block = _block(messages)
-        assert block is not None and FACT in block
-        assert not any(OMITTED_MARKER in m.additional_kwargs for m in messages), turn
-        assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
+    for turn in range(TURNS):
+        messages = memory.add_and_get_messages("s", [HumanMessage(_asked(turn))])
+        _check_uncut(memory, messages, turn)
         assert [m for m in messages if RECALL_MARKER not in m.additional_kwargs] == (
             memory.get_messages("s", query="")
         )
     assert memory.get_stats("s").summaries > compressions
+
+
+async def test_an_async_turn_whose_block_finds_no_room_compresses_too(
+    make_memory: MemoryFactory,
+) -> None:
+    """The async twin runs the same turn: it compresses where the sync one does."""
+    memory = _memory(make_memory)
+    await memory.aadd_user_message("s", FACT)
+    _filler(memory, 60)
+    compressions = (await memory.aget_stats("s")).summaries
+    for turn in range(TURNS):
+        messages = await memory.aadd_and_get_messages("s", [HumanMessage(_asked(turn))])
+        _check_uncut(memory, messages, turn)
+    assert (await memory.aget_stats("s")).summaries > compressions
+
+
+#: Turns of the same question (numbered, so that each is a new message) before the
+#: repeated questions themselves are compressed and outrank the fact.
+TURNS = 36
+
+
+def _asked(turn: int) -> str:
+    return f"Which bakery does my sister Ana work at? Asking again ({turn})."
+
+
+def _check_uncut(memory: ConversationMemory, messages: list[BaseMessage], turn: int) -> None:
+    """The turn's context holds the fact in its block, leaves nothing out for it and
+    keeps to the budget."""
+    block = _block(messages)
+    assert block is not None and FACT in block, turn
+    assert not any(OMITTED_MARKER in m.additional_kwargs for m in messages), turn
+    assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
 
 
 def test_without_automatic_compression_a_turn_cuts_the_context_for_its_block(
@@ -170,9 +198,8 @@ def test_without_automatic_compression_a_turn_cuts_the_context_for_its_block(
     memory.compress("s")
     compressions = memory.get_stats("s").summaries
     cut = 0
-    for turn in range(36):
-        question = f"Which bakery does my sister Ana work at? Asking again ({turn})."
-        messages = memory.add_and_get_messages("s", [HumanMessage(question)])
+    for turn in range(TURNS):
+        messages = memory.add_and_get_messages("s", [HumanMessage(_asked(turn))])
         block = _block(messages)
         assert block is not None and FACT in block
         assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
