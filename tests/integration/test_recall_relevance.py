@@ -133,38 +133,64 @@ def test_a_hit_holding_what_a_like_message_lacks_for_the_question_is_recalled(
     assert block is not None and old in block
 
 
-def test_a_turn_whose_block_finds_no_room_compresses_instead_of_cutting(
+def test_a_turn_near_the_budget_whose_block_finds_no_room_compresses_instead_of_cutting(
     make_memory: MemoryFactory,
 ) -> None:
     """Turn after turn the context fills up; on the turns that leave it a few tokens
     under the budget the block fits nowhere beside it. Cutting the context for the
     block would change its prefix on that turn, and the compression due on the next
-    would change it again: the turn compresses now, and no context is ever cut."""
-    memory = _memory(make_memory)
+    would change it again: the turn compresses now. Here a compression takes most of
+    the budget off, so its early margin (an eighth of that) holds any block, and no
+    context is ever cut."""
+    memory = make_memory(config=DEEP, summarizer=FakeSummarizer())
     memory.add_user_message("s", FACT)
     _filler(memory, 60)
     compressions = memory.get_stats("s").summaries
     for turn in range(TURNS):
-        messages = memory.add_and_get_messages("s", [HumanMessage(_asked(turn))])
-        _check_uncut(memory, messages, turn)
+        messages = _turn(memory, turn)
+        _check_block(memory, messages, turn)
+        assert not any(OMITTED_MARKER in m.additional_kwargs for m in messages), turn
         assert [m for m in messages if RECALL_MARKER not in m.additional_kwargs] == (
             memory.get_messages("s", query="")
         )
     assert memory.get_stats("s").summaries > compressions
 
 
-async def test_an_async_turn_whose_block_finds_no_room_compresses_too(
-    make_memory: MemoryFactory,
-) -> None:
+async def test_an_async_turn_near_the_budget_compresses_too(make_memory: MemoryFactory) -> None:
     """The async twin runs the same turn: it compresses where the sync one does."""
-    memory = _memory(make_memory)
+    memory = make_memory(config=DEEP, summarizer=FakeSummarizer())
     await memory.aadd_user_message("s", FACT)
     _filler(memory, 60)
     compressions = (await memory.aget_stats("s")).summaries
     for turn in range(TURNS):
+        await memory.aadd_assistant_message(
+            "s", f"Water tomato {turn} every other morning, and mulch."
+        )
         messages = await memory.aadd_and_get_messages("s", [HumanMessage(_asked(turn))])
-        _check_uncut(memory, messages, turn)
+        _check_block(memory, messages, turn)
+        assert not any(OMITTED_MARKER in m.additional_kwargs for m in messages), turn
     assert (await memory.aget_stats("s")).summaries > compressions
+
+
+def test_a_turn_far_from_the_budget_cuts_for_its_block_rather_than_compress(
+    make_memory: MemoryFactory,
+) -> None:
+    """A compression that takes little off leaves a margin smaller than the block:
+    a turn whose block lacks room with the context further than that under the
+    budget cuts the context, as a read does, instead of calling the summarizer many
+    turns before the budget is reached."""
+    memory = make_memory(config=SHALLOW, summarizer=FakeSummarizer())
+    memory.add_user_message("s", FACT)
+    _filler(memory, 60)
+    cut = 0
+    for turn in range(TURNS):
+        before = memory.get_stats("s").summaries
+        messages = _turn(memory, turn)
+        _check_block(memory, messages, turn)
+        if any(OMITTED_MARKER in m.additional_kwargs for m in messages):
+            cut += 1
+            assert memory.get_stats("s").summaries == before, turn
+    assert cut
 
 
 #: Turns of the same question (numbered, so that each is a new message) before the
@@ -176,13 +202,24 @@ def _asked(turn: int) -> str:
     return f"Which bakery does my sister Ana work at? Asking again ({turn})."
 
 
-def _check_uncut(memory: ConversationMemory, messages: list[BaseMessage], turn: int) -> None:
-    """The turn's context holds the fact in its block, leaves nothing out for it and
-    keeps to the budget."""
+#: A compression takes the context down to a fifth of the budget: its early margin,
+#: an eighth of the 1,280 tokens it takes off, is 160, more than a block here takes.
+DEEP = MemoryConfig(max_tokens=1600, compress_to=0.2)
+#: One that takes a tenth off: a margin of 20 tokens, less than a block.
+SHALLOW = MemoryConfig(max_tokens=1600, compress_to=0.9)
+
+
+def _turn(memory: ConversationMemory, turn: int) -> list[BaseMessage]:
+    """The model's answer to the last question, then the next question: the turn."""
+    memory.add_assistant_message("s", f"Water tomato {turn} every other morning, and mulch.")
+    return memory.add_and_get_messages("s", [HumanMessage(_asked(turn))])
+
+
+def _check_block(memory: ConversationMemory, messages: list[BaseMessage], turn: int) -> None:
+    """The turn's context holds the fact in its block and keeps to the budget."""
     block = _block(messages)
     assert block is not None and FACT in block, turn
-    assert not any(OMITTED_MARKER in m.additional_kwargs for m in messages), turn
-    assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
+    assert memory.counter.count_messages(messages) <= memory.config.max_tokens
 
 
 def test_without_automatic_compression_a_turn_cuts_the_context_for_its_block(
@@ -200,9 +237,7 @@ def test_without_automatic_compression_a_turn_cuts_the_context_for_its_block(
     cut = 0
     for turn in range(TURNS):
         messages = memory.add_and_get_messages("s", [HumanMessage(_asked(turn))])
-        block = _block(messages)
-        assert block is not None and FACT in block
-        assert memory.counter.count_messages(messages) <= CONFIG.max_tokens
+        _check_block(memory, messages, turn)
         cut += any(OMITTED_MARKER in m.additional_kwargs for m in messages)
     assert memory.get_stats("s").summaries == compressions
     assert cut

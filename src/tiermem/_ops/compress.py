@@ -52,6 +52,7 @@ from ..types import CompressionResult, MemoryEntry, MemorySummary
 from . import feed
 from .compress_budget import (
     blocked,
+    early_margin,
     excess,
     mergeable,
     over_budget,
@@ -107,8 +108,9 @@ class _Round(NamedTuple):
 def auto_compress(
     ctx: MemoryContext, session_id: str, planned: Planned | None, *, with_window: bool
 ) -> Op[Outcome]:
-    """The compression an append triggers once :func:`tiermem._ops.compress_budget.compression_wanted` said so:
-    queued in background mode, else run from ``planned`` (the first round's plan,
+    """The compression an append triggers once
+    :func:`tiermem._ops.compress_budget.compression_wanted` said so: queued in
+    background mode, else run from ``planned`` (the first round's plan,
     when the append made it). ``with_window``: the last commit also reads what
     ``get_messages`` shows (when no further round follows), saving the caller a
     transaction."""
@@ -135,16 +137,22 @@ def auto_compress(
         return Outcome(None, None)
 
 
-def make_room(ctx: MemoryContext, session_id: str, tokens: int) -> Op[Outcome]:
+def make_room(ctx: MemoryContext, session_id: str, tokens: int, headroom: int) -> Op[Outcome]:
     """The automatic compression a turn runs early, when the block it recalled found
-    no room beside the whole context (``tokens`` short): else that turn's context is
-    cut for the block and the next turn compresses anyway, two breaks of a prompt
-    cache's prefix where one is due, and the cut shows the model less. It runs as the
-    automatic one does (its backoff, its claim, down to the low-water mark), and not
-    at all in the background mode or with automatic compression off (the turn keeps
-    the cut). Like :func:`auto_compress` it never raises: the turn's append committed."""
+    no room beside the whole context (``tokens`` short) and that context is within
+    :func:`~tiermem._ops.compress_budget.early_margin` of ``max_tokens``
+    (``headroom`` under it): else that turn's context is cut for the block and the
+    next turn or so compresses anyway, two breaks of a prompt cache's prefix where one
+    is due, and the cut shows the model less. Further from the budget the turn keeps
+    the cut: compressing there for every large block would call the summarizer more
+    often. It runs as the automatic one does (its backoff, its claim, down to the
+    low-water mark), and not at all in the background mode or with automatic
+    compression off. Like :func:`auto_compress` it never raises: the turn's append
+    committed."""
     config = ctx.config
     if not config.auto_compress or config.background or tokens <= 0:
+        return Outcome(None, None)
+    if headroom > early_margin(ctx):
         return Outcome(None, None)
     try:
         return (

@@ -18,6 +18,7 @@ from .._storage.rows import SessionRecord
 
 __all__ = [
     "blocked",
+    "early_margin",
     "compressible",
     "compression_wanted",
     "context_tokens",
@@ -92,3 +93,13 @@ def compression_wanted(ctx: MemoryContext, counters: SessionRecord, now: datetim
         and reducible(ctx, counters)
         and not blocked(ctx, counters, now)
     )
+
+
+def early_margin(ctx: MemoryContext) -> int:
+    """How far under ``max_tokens`` a turn may compress early for its recalled block
+    (:func:`tiermem._ops.compress.make_room`): an eighth of what a compression takes
+    off (``1 - compress_to`` of the budget), about a turn of a chat's growth. So a
+    turn compresses only where the next turn or so would, and compressions (summarizer
+    calls) come at most about an eighth more often."""
+    config = ctx.config
+    return int((1 - config.compress_to) * config.max_tokens / 8)

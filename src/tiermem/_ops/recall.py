@@ -410,13 +410,15 @@ def _candidates(
 
 
 class Rendered(NamedTuple):
-    """A context as a model gets it, and how many tokens its recalled block lacked
-    beside the whole context (0: the block fitted there, or there was none). A block
-    that lacked room cut the context: a turn compresses instead
+    """A context as a model gets it; how many tokens its recalled block lacked beside
+    the whole context (0: the block fitted there, or there was none), and how far
+    under ``max_tokens`` that whole context was. A block that lacked room cut the
+    context: a turn near the budget compresses instead
     (:func:`tiermem._ops.compress.make_room`)."""
 
     messages: list[BaseMessage]
     lacking: int = 0
+    headroom: int = 0
 
 
 def render_recalled(
@@ -494,7 +496,8 @@ def render_recalled(
     lacking = size + counter.count_message(block) - config.max_tokens
     if lacking <= 0:
         return Rendered(insert_block(plain, block))
-    return Rendered(insert_block(shown, recall_message(recalled)), lacking)
+    cut = insert_block(shown, recall_message(recalled))
+    return Rendered(cut, lacking, config.max_tokens - size)
 
 
 def _hides_more(shown: list[BaseMessage], plain: list[BaseMessage]) -> bool:

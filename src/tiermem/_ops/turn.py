@@ -57,9 +57,9 @@ def add_turn(
     rendered = yield from render_recalled(ctx, session_id, window, query)
     if rendered.lacking:
         # The recalled block found no room beside the whole context, so it cut the
-        # context; the next turn would compress anyway. Compress now instead: one
-        # change of the context's prefix where there would be two.
-        made = yield from make_room(ctx, session_id, rendered.lacking)
+        # context. Near the budget the next turn compresses anyway: compress now
+        # instead, one change of the context's prefix where there would be two.
+        made = yield from make_room(ctx, session_id, rendered.lacking, rendered.headroom)
         if made.result is not None:
             window = made.window
             if window is None:

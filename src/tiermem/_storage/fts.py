@@ -331,9 +331,7 @@ def _pg_install(conn: Connection, index: FtsIndex, config: str) -> None:
         {"t": table},
     ).scalar()
     stripped = expression is not None and expression.startswith("strip(")
-    if expression is not None and (
-        f"'{config}'" not in expression or stripped == index.positions
-    ):
+    if expression is not None and (f"'{config}'" not in expression or stripped == index.positions):
         uninstall(conn, index)  # an index of other words or positions: rebuild it
         expression = None
     if expression is None:
