@@ -18,10 +18,10 @@ from .._storage.rows import SessionRecord
 
 __all__ = [
     "blocked",
-    "early_margin",
     "compressible",
     "compression_wanted",
     "context_tokens",
+    "early_margin",
     "excess",
     "mergeable",
     "over_budget",
