@@ -106,14 +106,19 @@ class _Round(NamedTuple):
 
 
 def auto_compress(
-    ctx: MemoryContext, session_id: str, planned: Planned | None, *, with_window: bool
+    ctx: MemoryContext,
+    session_id: str,
+    planned: Planned | None,
+    *,
+    with_window: bool,
+    room: int = 0,
 ) -> Op[Outcome]:
     """The compression an append triggers once
     :func:`tiermem._ops.compress_budget.compression_wanted` said so: queued in
     background mode, else run from ``planned`` (the first round's plan,
     when the append made it). ``with_window``: the last commit also reads what
     ``get_messages`` shows (when no further round follows), saving the caller a
-    transaction."""
+    transaction. ``room``: see :func:`make_room`."""
     try:
         if ctx.config.background:
             ctx.background.submit(session_id, partial(_compress_in_background, ctx, session_id))
@@ -127,6 +132,7 @@ def auto_compress(
                 auto=True,
                 with_window=with_window,
                 planned=planned,
+                room=room,
             )
         )
     except Exception as exc:
@@ -147,29 +153,14 @@ def make_room(ctx: MemoryContext, session_id: str, tokens: int, headroom: int) -
     the cut: compressing there for every large block would call the summarizer more
     often. It runs as the automatic one does (its backoff, its claim, down to the
     low-water mark), and not at all in the background mode or with automatic
-    compression off. Like :func:`auto_compress` it never raises: the turn's append
+    compression off. It is :func:`auto_compress`, so it never raises: the turn's append
     committed."""
     config = ctx.config
     if not config.auto_compress or config.background or tokens <= 0:
         return Outcome(None, None)
     if headroom > early_margin(ctx):
         return Outcome(None, None)
-    try:
-        return (
-            yield from _compress(
-                ctx,
-                session_id,
-                force=False,
-                keep=None,
-                auto=True,
-                with_window=True,
-                planned=None,
-                room=tokens,
-            )
-        )
-    except Exception as exc:
-        _log_after_commit("automatic compression", session_id, exc)
-        return Outcome(None, None)
+    return (yield from auto_compress(ctx, session_id, None, with_window=True, room=tokens))
 
 
 def compress(
