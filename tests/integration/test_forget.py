@@ -179,10 +179,10 @@ def test_forget_leaves_no_erased_text_in_the_process_caches(make_memory: MemoryF
         memory.add_user_message(ADA, f"my passport is {SECRET}, trip {index}")
         memory.add_assistant_message(ADA, f"noted, trip {index}")
     memory.get_messages(ADA, query=f"passport {SECRET}")
-    assert any(SECRET in text for text in list(parse_cache._CACHE))
+    assert any(SECRET in parse_cache.full_json(key) for key in list(parse_cache._CACHE))
     assert recall_ops._cached_words.cache_info().currsize > 0
     forget_ada(memory)
-    assert not any(SECRET in text for text in list(parse_cache._CACHE))
+    assert not any(SECRET in parse_cache.full_json(key) for key in list(parse_cache._CACHE))
     assert recall_ops._cached_words.cache_info().currsize == 0
 
 

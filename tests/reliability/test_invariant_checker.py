@@ -62,6 +62,13 @@ def _ghost_pending(conn: Connection) -> None:
 
 
 def _tampered_text(conn: Connection) -> None:
+    # seq 7 is the tool call: its JSON is whole, its text column renders the call.
+    conn.execute(sa.update(entry_table).where(E.seq == 7).values(content="tampered"))
+
+
+def _tampered_kept_text(conn: Connection) -> None:
+    # seq 2's text is kept once (its JSON has a hole for it): the message read back
+    # changes with it, and no longer has the tokens counted for it.
     conn.execute(sa.update(entry_table).where(E.seq == 2).values(content="tampered"))
 
 
@@ -115,7 +122,8 @@ CASES: dict[str, tuple[Damage, str]] = {
     "half-claim": (_half_claim, "I12 session 's' has a half-recorded compression claim"),
     "unknown-tier": (_unknown_tier, "I11 session 's' has unknown tier 'frozen'"),
     "ghost-pending": (_ghost_pending, "pending_calls"),
-    "tampered-text": (_tampered_text, "I7 session 's' seq 2: content column"),
+    "tampered-text": (_tampered_text, "I7 session 's' seq 7: content column"),
+    "tampered-kept-text": (_tampered_kept_text, "I4 session 's' seq 2: stores"),
     "miscounted": (_miscounted, "I4 session 's' seq 2: stores"),
     "split-pair": (_split_pair, "I3 session 's'"),
     "future-access": (_future_access, "I8 session 's' accessed in the future"),

@@ -147,6 +147,89 @@ def serialize(message: BaseMessage, *, max_chars: int) -> str:
     return text
 
 
+#: An entry's message as its row keeps it: the JSON :func:`serialize` made or, for an
+#: entry whose text is kept once (see :func:`hollow`), that JSON without the text
+#: and the text (its ``content`` column, as :func:`load_text` reads it).
+StoredMessage = str | tuple[str, str]
+#: What starts a message's data in its JSON (``message_to_dict`` writes ``type``, then
+#: ``data`` with ``content`` first). In a hollow JSON a number follows: ``0``, the
+#: content is the whole text, or ``n``, its first ``n`` characters (an assistant
+#: message whose text also renders its tool calls). No message's content is a number.
+_HOLE_AT = ',"data":{"content":'
+#: The hole is looked for within this many characters of the start (after the type).
+_HOLE_WITHIN = 64
+
+
+def hollow(message_json: str, message: BaseMessage, text: str) -> str:
+    """What an entry's row keeps of ``message_json`` beside ``text``, its ``content``
+    column: when the message's content is that text, or begins it, the JSON with a
+    number in its place, so that the row holds the text once (:func:`stored_message`
+    and :func:`full_json` put it back); any other JSON unchanged."""
+    content = message.content
+    if type(content) is not str or not content or not text.startswith(content):
+        return message_json
+    head = '{"type":' + dumps(message.type) + _HOLE_AT
+    if len(head) > _HOLE_WITHIN:  # a type too long for the hole to be found
+        return message_json
+    body = dumps(content)
+    end = len(head) + len(body)
+    if not message_json.startswith(head) or not message_json.startswith(body, len(head)):
+        return message_json
+    if message_json[end : end + 1] != ",":
+        return message_json
+    return f"{head}{0 if content == text else len(content)}{message_json[end:]}"
+
+
+def _hole(stored: str) -> tuple[int, int, int] | None:
+    """Where the number of a hollow JSON starts and ends, and the number; ``None``
+    for a whole JSON."""
+    at = stored.find(_HOLE_AT, 0, _HOLE_WITHIN)
+    if at < 0:
+        return None
+    start = at + len(_HOLE_AT)
+    end = start
+    while stored[end : end + 1].isdigit():
+        end += 1
+    return None if end == start else (start, end, int(stored[start:end]))
+
+
+def stored_message(stored: str, text: str) -> StoredMessage:
+    """The message of an entry's row: ``stored`` its ``message`` column, ``text`` its
+    ``content`` column (as stored)."""
+    return stored if _hole(stored) is None else (stored, load_text(text))
+
+
+def _content(shell: str, text: str) -> tuple[int, int, str]:
+    hole = _hole(shell)
+    if hole is None:
+        raise ValueError("not a hollow message JSON")
+    start, end, length = hole
+    return start, end, text[:length] if length else text
+
+
+def full_json(stored: StoredMessage) -> str:
+    """The JSON :func:`serialize` made of the message (its text put back)."""
+    if isinstance(stored, str):
+        return stored
+    start, end, content = _content(*stored)
+    return stored[0][:start] + dumps(content) + stored[0][end:]
+
+
+def _loads(stored: StoredMessage) -> dict[str, Any]:
+    """The parsed JSON of a stored message, its text put back."""
+    if isinstance(stored, str):
+        parsed: dict[str, Any] = json.loads(stored)
+        return parsed
+    *_, content = _content(*stored)
+    parsed = json.loads(stored[0])
+    parsed["data"]["content"] = content  # the key is there: the field order is kept
+    return parsed
+
+
+def _chars(stored: StoredMessage) -> int:
+    return len(stored) if isinstance(stored, str) else len(stored[0]) + len(stored[1])
+
+
 def serialize_metadata(metadata: Mapping[str, Any]) -> str:
     """JSON of user metadata, with the same checks as messages."""
     if type(metadata) is dict and not metadata:  # most appends have none
@@ -197,10 +280,10 @@ _CACHE_SIZE = 8192
 #: messages parsed from them take about as much again), evicting the least recently
 #: used first. Adjustable at run time; it applies from the next insertion.
 CACHE_MAX_CHARS = 32 * 2**20
-#: Parsed messages by stored JSON text, least recently used first (stored messages
+#: Parsed messages by stored message, least recently used first (stored messages
 #: never change). Hits read it without a lock; insertions, evictions and clearing
 #: take ``_cache_lock``, which keeps ``_cache_chars`` exact.
-_CACHE: OrderedDict[str, BaseMessage] = OrderedDict()
+_CACHE: OrderedDict[StoredMessage, BaseMessage] = OrderedDict()
 _cache_lock = threading.Lock()
 _cache_chars = 0
 #: Message classes :func:`remember` may take as they are: parsing their JSON builds
@@ -208,22 +291,22 @@ _cache_chars = 0
 _PLAIN_TYPES = (HumanMessage, AIMessage, SystemMessage)
 
 
-def _keep(text: str, message: BaseMessage) -> None:
+def _keep(text: StoredMessage, message: BaseMessage) -> None:
     global _cache_chars
     with _cache_lock:
         if text in _CACHE:  # another thread parsed it first
             return
         _CACHE[text] = message
-        _cache_chars += len(text)
+        _cache_chars += _chars(text)
         while len(_CACHE) > _CACHE_SIZE or _cache_chars > CACHE_MAX_CHARS:
             oldest, _ = _CACHE.popitem(last=False)
-            _cache_chars -= len(oldest)
+            _cache_chars -= _chars(oldest)
 
 
-def _parse(text: str) -> BaseMessage:
+def _parse(text: StoredMessage) -> BaseMessage:
     message = _CACHE.get(text)
     if message is None:
-        message = messages_from_dict([json.loads(text)])[0]
+        message = messages_from_dict([_loads(text)])[0]
         _keep(text, message)
     else:
         try:
@@ -267,14 +350,14 @@ def _plain(message: BaseMessage) -> bool:
     return True
 
 
-def remember(text: str, message: BaseMessage) -> None:
-    """Seed the parse cache: ``text`` is what :func:`serialize` made of ``message``.
+def remember(text: StoredMessage, message: BaseMessage) -> None:
+    """Seed the parse cache: ``text`` is how the row of ``message`` keeps it.
 
     Only plain messages are taken (see :func:`_plain`), as a copy sharing no
     container with the caller's object; any other message is parsed on first read.
     The turn that stores a message reads it straight back, so this saves that parse.
     """
-    if len(text) <= _CACHED_CHARS and text not in _CACHE and _plain(message):
+    if _chars(text) <= _CACHED_CHARS and text not in _CACHE and _plain(message):
         _keep(text, _fresh_copy(message))
 
 
@@ -328,18 +411,18 @@ def _fresh_copy(message: BaseMessage, *, every_field_set: bool = False) -> BaseM
     return copy
 
 
-def deserialize(text: str, *, fresh: bool = True) -> BaseMessage:
+def deserialize(text: StoredMessage, *, fresh: bool = True) -> BaseMessage:
     """The message stored by :func:`serialize` (a fresh object every call).
 
-    Stored messages never change, so parsed messages are cached by their JSON
-    text; callers get a copy that shares no container with the cached object
+    Stored messages never change, so parsed messages are cached by their stored
+    form; callers get a copy that shares no container with the cached object
     (content blocks, ``additional_kwargs``, tool calls are copied too; a shallow
     copy of the model would let a caller's edit leak into later reads).
     ``fresh=False`` returns the cached object itself, for tiermem's own
     read-only use.
     """
-    if len(text) > _CACHED_CHARS:
-        return messages_from_dict([json.loads(text)])[0]
+    if _chars(text) > _CACHED_CHARS:
+        return messages_from_dict([_loads(text)])[0]
     message = _parse(text)
     return _fresh_copy(message) if fresh else message
 
@@ -388,16 +471,16 @@ def _construct(stored: dict[str, Any]) -> BaseMessage:
     return message
 
 
-def parse_entry(text: str) -> BaseMessage:
-    """A fresh message from an entry's stored JSON (:func:`serialize` of a validated
+def parse_entry(text: StoredMessage) -> BaseMessage:
+    """A fresh message from an entry's stored message (:func:`serialize` of a validated
     message), not validated again: a copy of the cached parse when there is one
     (copying is cheaper than parsing), else built from the JSON, and cached when
     plain. Either way every field counts as set, as when it was built from JSON."""
-    if len(text) > _CACHED_CHARS:
-        return _construct(json.loads(text))
+    if _chars(text) > _CACHED_CHARS:
+        return _construct(_loads(text))
     cached = _CACHE.get(text)
     if cached is None:
-        message = _construct(json.loads(text))
+        message = _construct(_loads(text))
         if not _plain(message):
             return message
         _keep(text, message)

@@ -33,7 +33,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, RemoveMessage
 
 from .._core.context import MemoryContext
-from .._core.messages import serialize
+from .._core.messages import StoredMessage, serialize
 from .._storage import checkpoints as sql
 from .._storage.database import Connection
 from ..checkpoints import StoredWrite
@@ -236,10 +236,12 @@ def refs_of(writes: Sequence[StoredWrite]) -> Iterator[list[Ref]]:
 
 
 def loaded(
-    write: StoredWrite, texts: Mapping[int, str], parse: Callable[[str], BaseMessage]
+    write: StoredWrite,
+    texts: Mapping[int, StoredMessage],
+    parse: Callable[[StoredMessage], BaseMessage],
 ) -> StoredWrite:
     """``write`` with its messages, if it is kept as references (``texts``: the
-    message JSON of each entry)."""
+    stored message of each entry)."""
     items = _items(write)
     return write if items is None else replace(write, messages=_messages(items, texts, parse))
 
@@ -312,14 +314,16 @@ def value_refs(value: bytes) -> list[Ref]:
 
 
 def decode_value(
-    value: bytes, texts: Mapping[int, str], parse: Callable[[str], BaseMessage]
+    value: bytes, texts: Mapping[int, StoredMessage], parse: Callable[[StoredMessage], BaseMessage]
 ) -> dict[str, list[BaseMessage]]:
-    """A value kept as references, rebuilt (``texts``: each entry's message JSON)."""
+    """A value kept as references, rebuilt (``texts``: each entry's stored message)."""
     return {name: _messages(items, texts, parse) for name, items in json.loads(value)["v"].items()}
 
 
 def _messages(
-    items: list[Any], texts: Mapping[int, str], parse: Callable[[str], BaseMessage]
+    items: list[Any],
+    texts: Mapping[int, StoredMessage],
+    parse: Callable[[StoredMessage], BaseMessage],
 ) -> list[BaseMessage]:
     messages = []
     for item in items:

@@ -23,7 +23,13 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from .._core.context import MemoryContext
-from .._core.messages import deserialize, load_text, parse_entry, validate_session_id
+from .._core.messages import (
+    StoredMessage,
+    deserialize,
+    load_text,
+    parse_entry,
+    validate_session_id,
+)
 from .._core.runner import Op
 from .._storage import checkpoints as sql
 from .._storage import sessions, store
@@ -220,7 +226,7 @@ def read(
     if query.limit is not None and query.limit <= 0:
         return []
 
-    def work(conn: Connection) -> tuple[list[Any], dict[int, str]]:
+    def work(conn: Connection) -> tuple[list[Any], dict[int, StoredMessage]]:
         rows = sql.checkpoint_rows(
             conn,
             ctx.project,
@@ -494,7 +500,7 @@ def copy_thread(ctx: MemoryContext, known: KnownLists, source: str, target: str)
     if source == target:
         raise InvalidArgument("copy_thread needs two different threads")
 
-    def snapshot(conn: Connection) -> tuple[int | None, list[tuple[int, str]]]:
+    def snapshot(conn: Connection) -> tuple[int | None, list[tuple[int, StoredMessage]]]:
         pk = sql.thread_sessions(conn, ctx.project, [source]).get(source)
         return pk, ([] if pk is None else sql.session_entries(conn, pk))
 

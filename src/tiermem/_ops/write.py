@@ -24,6 +24,7 @@ from .._core.messages import (
     check_entry_size,
     check_message_id,
     classify,
+    hollow,
     remember,
     render_text,
     serialize,
@@ -95,14 +96,17 @@ def _prepare(
     check_message_id(message)
     metadata_json = serialize_metadata(metadata or {})
     check_entry_size(message_json, metadata_json, ctx.config.max_entry_chars)
-    remember(message_json, message)  # the turn reads it straight back
+    text = render_text(message)
+    kept = hollow(message_json, message, text)
+    remember(message_json if kept is message_json else (kept, text), message)  # read back next
     classified, role = classify(message)
     return store.NewEntry(
         message=message,
         type=entry_type or classified,
         role=role,
-        content=render_text(message),
+        content=text,
         message_json=message_json,
+        stored_json=kept,
         token_count=ctx.counter.count_message(message),
         pinned=pinned,
         metadata_json=metadata_json,

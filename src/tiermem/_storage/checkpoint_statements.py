@@ -169,9 +169,9 @@ def select_writes(dialect: str) -> sa.Select[Any]:
 
 @functools.cache
 def select_entries(dialect: str) -> sa.Select[Any]:
-    """(id, message JSON) of the entries :ids (one parameter)."""
+    """(id, message JSON, text) of the entries :ids (one parameter)."""
     ids = sa.bindparam("ids", type_=ids_type(dialect))
-    return sa.select(E.id, E.message).where(in_ids(dialect, E.id, ids))
+    return sa.select(E.id, E.message, E.content).where(in_ids(dialect, E.id, ids))
 
 
 #: Lock the session of thread :thread_id of :project (PostgreSQL).
@@ -187,11 +187,11 @@ LOCK_THREAD = (
 
 @functools.cache
 def select_entries_by_message_id(dialect: str) -> sa.Select[Any]:
-    """(id, message id, message JSON, retired) of the entries of thread :thread_id
-    of :project whose stored message id is among :ids (one parameter)."""
+    """(id, message id, message JSON, text, retired) of the entries of thread
+    :thread_id of :project whose stored message id is among :ids (one parameter)."""
     ids = sa.bindparam("ids", type_=ids_type(dialect, sa.Text()))
     return (
-        sa.select(E.id, E.message_id, E.message, E.retired_at.is_not(None))
+        sa.select(E.id, E.message_id, E.message, E.content, E.retired_at.is_not(None))
         .join(session_table, S.pk == E.session_pk)
         .where(
             S.project == _bind("project", S.project),

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .._core.messages import store_text
+from .._core.messages import StoredMessage, full_json, store_text, stored_message
 from . import _fast as _driver
 from . import checkpoint_statements as _sql
 from .checkpoint_schema import blob_table, checkpoint_table, write_table
@@ -185,14 +185,14 @@ def write_rows(
     return _driver.fetch_rows(conn, _sql.select_writes(dialect), values)
 
 
-def entry_messages(conn: Connection, entry_ids: Iterable[int]) -> dict[int, str]:
-    """The stored message JSON of each entry of ``entry_ids``, in one statement."""
+def entry_messages(conn: Connection, entry_ids: Iterable[int]) -> dict[int, StoredMessage]:
+    """The stored message of each entry of ``entry_ids``, in one statement."""
     ids = sorted(set(entry_ids))
     if not ids:
         return {}
     dialect = conn.dialect.name
     rows = _driver.fetch_rows(conn, _sql.select_entries(dialect), {"ids": ids_value(dialect, ids)})
-    return dict(rows)
+    return {pk: stored_message(stored, text) for pk, stored, text in rows}
 
 
 def entries_by_message_id(
@@ -215,7 +215,10 @@ def entries_by_message_id(
         _driver.fetch_rows(conn, _sql.LOCK_THREAD, thread)
     query = _sql.select_entries_by_message_id(dialect)
     rows = _driver.fetch_rows(conn, query, {**thread, "ids": ids_value(dialect, stored)})
-    return [(int(pk), str(mid), str(text), bool(gone)) for pk, mid, text, gone in rows]
+    return [
+        (int(pk), str(mid), full_json(stored_message(body, text)), bool(gone))
+        for pk, mid, body, text, gone in rows
+    ]
 
 
 def delete_checkpoints(
@@ -322,10 +325,10 @@ def count_checkpoints(conn: Connection, project: str, thread_id: str) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def session_entries(conn: Connection, session_pk: int) -> list[tuple[int, str]]:
-    """(entry id, message JSON) of every entry of the session, in order."""
-    query = sa.select(E.id, E.message).where(E.session_pk == session_pk).order_by(E.seq)
-    return [(int(pk), str(text)) for pk, text in conn.execute(query)]
+def session_entries(conn: Connection, session_pk: int) -> list[tuple[int, StoredMessage]]:
+    """(entry id, stored message) of every entry of the session, in order."""
+    query = sa.select(E.id, E.message, E.content).where(E.session_pk == session_pk).order_by(E.seq)
+    return [(int(pk), stored_message(body, text)) for pk, body, text in conn.execute(query)]
 
 
 def copy_thread_rows(

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .._core.clock import as_utc
-from .._core.messages import classify, deserialize, load_text, render_text
+from .._core.messages import classify, deserialize, load_text, render_text, stored_message
 from .._core.shape import provider_shape_problems
 from .._core.structure import EntryFacts, SummaryFacts, session_problems, unanswered_calls
 from ..tiers import MemoryTier, TierPolicy, calculate_tier
@@ -536,7 +536,7 @@ def _deep_entries(conn: Connection, session: SessionRecord, counter: object) -> 
     for seq, kind, role, content, raw, message_id, tokens in conn.execute(query):
         where = f"session {sid!r} seq {seq}"
         try:
-            message = deserialize(raw)
+            message = deserialize(stored_message(raw, content))
         except Exception as exc:  # corrupt JSON or an unknown message type
             problems.append(f"I7 {where}: stored message does not load: {exc!r}")
             continue

@@ -10,7 +10,7 @@ from datetime import datetime
 from langchain_core.messages import BaseMessage
 from sqlalchemy.engine import Connection
 
-from .._core.messages import render_text, store_text
+from .._core.messages import hollow, render_text, store_text
 from ..errors import ImportValidationError, SessionNotFound, StorageBusy
 from ..state import SessionState
 from ..tiers import MemoryTier, calculate_tier
@@ -81,8 +81,8 @@ class ImportPlan:
                 "seq": entry.seq,
                 "type": entry.type.value,
                 "role": entry.role,
-                "content": store_text(render_text(message)),
-                "message": message_text,
+                "content": store_text(text),
+                "message": hollow(message_text, message, text),
                 "message_id": None if message.id is None else store_text(message.id),
                 "timestamp": entry.timestamp,
                 "token_count": tokens,
@@ -91,12 +91,13 @@ class ImportPlan:
                 "summary_id": ids[entry.summary] if entry.summary is not None else None,
                 "retired_at": entry.retired_at,
             }
-            for entry, message, message_text, metadata_text, tokens in zip(
+            for entry, message, message_text, metadata_text, tokens, text in zip(
                 state.entries,
                 self.messages,
                 self.message_texts,
                 self.metadata_texts,
                 self.entry_tokens,
+                map(render_text, self.messages),
                 strict=True,
             )
         ]

@@ -116,7 +116,9 @@ class SummaryRow(SQLModel, table=True):
 
 
 class EntryRow(SQLModel, table=True):
-    """One stored message; ``message`` is the exact ``message_to_dict`` JSON."""
+    """One stored message; ``message`` is the exact ``message_to_dict`` JSON, with ``0``
+    for its content when that is ``content`` itself, so the text is kept once (see
+    :func:`tiermem._core.messages.hollow`)."""
 
     __tablename__ = "tiermem_entry"
     __table_args__ = (

@@ -64,7 +64,8 @@ SELECT_ACTIVE = (
 
 #: All ``get_messages`` reads of session :pk, in one statement: the top-level
 #: summaries (kind 0: id and text, oldest first) and the stored messages of the
-#: active entries (kind 1, in seq order), interleaved by seq (the reader tells them
+#: active entries with their text (kind 1, in seq order; see
+#: :func:`tiermem._core.messages.stored_message`), interleaved by seq (the reader tells them
 #: apart by kind). Ordered by the first seq alone: top-level summaries cover disjoint
 #: seqs (so no two share one, and none an active entry's), and SQLite then reads the
 #: entries in the order of their index instead of sorting every message body anew
@@ -76,6 +77,7 @@ SELECT_MESSAGE_WINDOW = sa.union_all(
         M.level.label("k2"),
         M.id.label("ref"),
         M.content.label("body"),
+        sa.cast(sa.null(), sa.Text).label("text"),
         M.token_count.label("tokens"),
         sa.literal_column("0").label("pinned"),
     ).where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None)),
@@ -85,6 +87,7 @@ SELECT_MESSAGE_WINDOW = sa.union_all(
         sa.literal_column("0"),
         E.id,
         E.message,
+        E.content,
         E.token_count,
         sa.cast(E.pinned, sa.Integer),
     ).where(E.session_pk == sa.bindparam("pk_"), ACTIVE),

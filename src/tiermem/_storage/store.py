@@ -20,7 +20,14 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from sqlalchemy.engine import Connection
 
 from .._core.clock import as_utc
-from .._core.messages import deserialize, load_text, store_text, tool_call_ids, tool_call_names
+from .._core.messages import (
+    deserialize,
+    load_text,
+    store_text,
+    stored_message,
+    tool_call_ids,
+    tool_call_names,
+)
 from .._core.render import SummaryText, WindowEntry
 from ..errors import (
     InvalidContent,
@@ -55,7 +62,10 @@ class NewEntry:
     type: EntryType
     role: str
     content: str
+    #: The JSON :func:`tiermem._core.messages.serialize` made of the message.
     message_json: str
+    #: What the row keeps of it (:func:`tiermem._core.messages.hollow`).
+    stored_json: str
     token_count: int
     pinned: bool
     metadata_json: str
@@ -94,7 +104,7 @@ def append(
             "type": entry.type.value,
             "role": entry.role,
             "content": store_text(entry.content),
-            "message": entry.message_json,
+            "message": entry.stored_json,
             "message_id": None if entry.message.id is None else store_text(entry.message.id),
             "timestamp": now,
             "token_count": entry.token_count,
@@ -185,7 +195,11 @@ def entry_from_row(
         summary_id=row.summary_id,
         metadata={} if meta == "{}" else json.loads(meta),
         pinned=bool(row.pinned),
-        message=message if message is not None else deserialize(row.message, fresh=fresh),
+        message=(
+            message
+            if message is not None
+            else deserialize(stored_message(row.message, row.content), fresh=fresh)
+        ),
         retired_at=None if row.retired_at is None else as_utc(row.retired_at),
     )
 
@@ -248,13 +262,14 @@ def read_message_window(conn: Connection, session: SessionRecord) -> MessageWind
     everything ``get_messages`` shows, in one statement that parses nothing else."""
     summaries: list[SummaryText] = []
     messages: list[WindowEntry] = []
-    for kind, _k1, _k2, ref, body, tokens, pinned in _driver.fetch_rows(
+    for kind, _k1, _k2, ref, body, text, tokens, pinned in _driver.fetch_rows(
         conn, _sql.SELECT_MESSAGE_WINDOW, {"pk_": session.pk}
     ):
         if kind == 0:
             summaries.append(SummaryText(ref, load_text(body), tokens))
         else:
-            messages.append(WindowEntry(deserialize(body), tokens, bool(pinned)))
+            message = deserialize(stored_message(body, text))
+            messages.append(WindowEntry(message, tokens, bool(pinned)))
     return MessageWindow(summaries, messages, session_version(session))
 
 

@@ -31,9 +31,10 @@ PG_URL = os.environ.get(
 )
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "one-store"}}
 #: Where a message's text may be copied: each row of these tables and columns is
-#: searched (the search indexes aside).
+#: searched (the search indexes aside). An entry's text column and its message JSON
+#: both count: the JSON leaves out a text that the column holds.
 COPIES = {
-    "tiermem_entry": ("message",),
+    "tiermem_entry": ("content", "message"),
     "tiermem_checkpoint": ("checkpoint", "meta"),
     "tiermem_checkpoint_blob": ("value",),
     "tiermem_checkpoint_write": ("value",),
