@@ -187,8 +187,10 @@ def _hole(stored: str) -> tuple[int, int, int] | None:
     if at < 0:
         return None
     start = at + len(_HOLE_AT)
-    end = start
-    while stored[end : end + 1].isdigit():
+    if stored.startswith("0,", start):  # the common case: the whole text
+        return start, start + 1, 0
+    end, size = start, len(stored)
+    while end < size and "0" <= stored[end] <= "9":
         end += 1
     return None if end == start else (start, end, int(stored[start:end]))
 
