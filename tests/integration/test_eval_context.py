@@ -84,6 +84,10 @@ def test_every_method_is_judged_within_its_budget(
         "summarization-middleware-like",
     ]
     assert all(r.calls == 60 and 0 <= r.cached_share <= 1 for r in report.replay)
+    # A cheaper cache bills less, unless nothing was cached.
+    assert all(
+        r.cheap_billed_per_call < r.billed_per_call or r.cached_share == 0 for r in report.replay
+    )
 
 
 def test_the_command_prints_json(tmp_path: Path) -> None:

@@ -39,8 +39,11 @@ BUDGETS = (2_000, 4_000, 8_000)
 RECENT_TURNS = 10
 #: Messages the summarization-middleware-like strategy keeps verbatim.
 KEEP_MESSAGES = 20
-#: What a cached input token costs, as a share of an uncached one.
+#: What a cached input token costs, as a share of an uncached one: half (OpenAI's
+#: older models)...
 CACHED_PRICE = 0.5
+#: ...and a tenth (Anthropic's cache reads, OpenAI's newer models).
+CHEAP_CACHED_PRICE = 0.1
 
 #: A method: the context handed to the model for a question at a budget.
 Method = Callable[[Question, int], list[BaseMessage]]
@@ -96,6 +99,8 @@ class ReplayFigures:
     calls: int
     cached_share: float
     billed_per_call: float
+    #: Billed per call when a cached token costs :data:`CHEAP_CACHED_PRICE` of one.
+    cheap_billed_per_call: float
 
     def as_dict(self) -> dict[str, Any]:
         """The figures under stable keys."""
@@ -105,6 +110,7 @@ class ReplayFigures:
             "calls": self.calls,
             "cached_share": round(self.cached_share, 4),
             "billed_per_call": round(self.billed_per_call, 1),
+            "cheap_billed_per_call": round(self.cheap_billed_per_call, 1),
         }
 
 
@@ -304,7 +310,14 @@ def replay_cache(
 
 
 def _figures(name: str, budget: int, replay: CacheReplay) -> ReplayFigures:
-    return ReplayFigures(name, budget, replay.calls, replay.share, replay.billed(CACHED_PRICE))
+    return ReplayFigures(
+        name,
+        budget,
+        replay.calls,
+        replay.share,
+        replay.billed(CACHED_PRICE),
+        replay.billed(CHEAP_CACHED_PRICE),
+    )
 
 
 def _middleware_like(messages: Sequence[BaseMessage], budget: int) -> CacheReplay:

@@ -83,11 +83,13 @@ def context_tables(report: ContextReport) -> list[Table]:
         "budget",
         "calls",
         "cached share",
-        "billed tokens per call",
+        "billed per call",
+        "at a tenth",
         box=box.SIMPLE_HEAD,
         title=Text("prompt-cache replay"),
         caption="cached: the longest prefix shared with the previous call, counted from "
-        "1,024 tokens in steps of 128; billed: a cached token at half price",
+        "1,024 tokens in steps of 128; billed: input tokens per call, a cached token at "
+        "half price, then at a tenth",
     )
     for item in report.replay:
         replay.add_row(
@@ -96,5 +98,6 @@ def context_tables(report: ContextReport) -> list[Table]:
             str(item.calls),
             f"{item.cached_share:.3f}",
             f"{item.billed_per_call:.0f}",
+            f"{item.cheap_billed_per_call:.0f}",
         )
     return [figures, replay]
