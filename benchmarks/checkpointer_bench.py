@@ -13,12 +13,23 @@ tools): ``--turns`` turns of a ``--chars``-character question and a
 * ``get_state`` of the thread at the end (median of 100 reads);
 * for ``TieredSaver``: ``prune(keep_latest)`` on the thread (the share of its
   checkpoint rows removed), and that every message is still found by ``search``
-  and returned by ``export_session`` afterwards.
+  and returned by ``export_session`` afterwards;
+* copies: ``TieredMemoryMiddleware`` on ``TieredSaver`` (SQLite), ``--copy-turns``
+  tool-calling turns (one or two calls, then an answer), compressing as the
+  middleware asks: how many times each message's text is stored, counted over the
+  entries (text column and message JSON), checkpoints, values and pending writes
+  (search indexes aside). Its summarizer writes summaries that quote no message
+  whole (``FakeSummarizer(digest_words=3)``): the summary message the middleware puts
+  in the state is stored with the checkpoints' lists, and the default extractive
+  summarizer quotes short messages whole, so the count would measure the summaries'
+  text rather than copies of the messages.
 
 Targets (issue 32): at 400 turns of 500-character messages, at least 100 times
 smaller than ``SqliteSaver`` and 20 times smaller than ``PostgresSaver``, growing
 linearly, with no more time per turn and no slower ``get_state``; the prune removes
-at least 95 % of the checkpoint rows and keeps every message.
+at least 95 % of the checkpoint rows and keeps every message; with the middleware on
+``TieredSaver``, 200 tool-calling turns store each message's text at most 1.2 times
+on average.
 
 Usage::
 
@@ -54,19 +65,29 @@ import sqlalchemy as sa
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from tiermem_agents import TieredMemoryMiddleware
 from tiermem_agents.testing import ToolCallingFakeModel
 from tiermem_langgraph import TieredSaver
 
-from tiermem import ConversationMemory
+from tiermem import ConversationMemory, MemoryConfig
+from tiermem.testing import FakeSummarizer
 
 PG_URL = os.environ.get(
     "TIERMEM_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 RESULTS = Path(__file__).parent / "results" / "checkpointer.json"
 THREAD = "bench"
+#: Where a message's text may be stored (the search indexes aside).
+COPY_COLUMNS = {
+    "tiermem_entry": ("content", "message"),
+    "tiermem_checkpoint": ("checkpoint", "meta"),
+    "tiermem_checkpoint_blob": ("value",),
+    "tiermem_checkpoint_write": ("value",),
+}
 CONFIG: RunnableConfig = {"configurable": {"thread_id": THREAD}}
 #: The words of the messages: the side-by-side benchmark's English word list.
 WORDS: list[str] = corpus._WORDS  # noqa: SLF001
@@ -225,6 +246,64 @@ def prune(saver: TieredSaver, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+@tool
+def lookup(query: str) -> str:
+    """Look up a record by its query and return it."""
+    return f"Record {query}: the code word is {query.replace(' ', '-')}-zulu."
+
+
+def _tool_script(turns: int) -> Iterator[AIMessage]:
+    """A model that calls the tool (once or twice) and then answers, each turn."""
+    for turn in range(turns):
+        calls = [
+            {"name": "lookup", "args": {"query": f"item {turn}-{i}"}, "id": f"call_{turn}_{i}"}
+            for i in range(1 + turn % 2)
+        ]
+        yield AIMessage(f"Looking up turn {turn} now.", tool_calls=calls, id=f"ai_{turn}_call")
+        yield AIMessage(f"Turn {turn} is answered.", id=f"ai_{turn}_answer")
+
+
+def _tool_texts(turns: int) -> list[str]:
+    """One text per message of that conversation, found in no other message."""
+    texts = []
+    for turn in range(turns):
+        texts += [f"Question number {turn}, please.", f"Looking up turn {turn} now."]
+        texts += [f"item-{turn}-{i}-zulu." for i in range(1 + turn % 2)]
+        texts.append(f"Turn {turn} is answered.")
+    return texts
+
+
+def copies(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """The middleware on the saver: how many times each message's text is stored."""
+    # As the middleware's README advises: the middleware decides when to compress.
+    config = MemoryConfig(max_tokens=2_000, auto_compress=False)
+    url = f"sqlite:///{tmp / 'copies.db'}"
+    summarizer = FakeSummarizer(digest_words=3, record_calls=False)  # see the docstring
+    with TieredSaver.from_url(url, project="bench", config=config, summarizer=summarizer) as saver:
+        memory = saver.memory
+        middleware = TieredMemoryMiddleware(memory, trigger=("messages", 12), keep=("messages", 4))
+        model = ToolCallingFakeModel(messages=_tool_script(args.copy_turns))
+        agent = create_agent(model, [lookup], middleware=[middleware], checkpointer=saver)
+        for turn in range(args.copy_turns):
+            question = HumanMessage(f"Question number {turn}, please.")
+            agent.invoke({"messages": [question]}, CONFIG)
+        stored = []
+        with memory.engine.connect() as conn:
+            for table, columns in COPY_COLUMNS.items():
+                for row in conn.execute(sa.text(f"SELECT {', '.join(columns)} FROM {table}")):
+                    stored += [v if isinstance(v, bytes) else str(v or "").encode() for v in row]
+        everything = b"\x00".join(stored)
+        texts = _tool_texts(args.copy_turns)
+        found = sum(everything.count(text.encode()) for text in texts)
+        compressed = memory.get_stats(THREAD).compressed_entries
+    return {
+        "turns": args.copy_turns,
+        "messages": len(texts),
+        "copies_per_message": found / len(texts),
+        "compressed_entries": compressed,
+    }
+
+
 def bench_sqlite(args: argparse.Namespace, tmp: Path) -> list[Result]:
     """SqliteSaver and TieredSaver on SQLite files."""
     path = tmp / "sqlite_saver.db"
@@ -259,6 +338,16 @@ def bench_postgres(args: argparse.Namespace) -> list[Result]:
         finally:
             memory.close()
     return results
+
+
+def report_copies(figures: dict[str, Any]) -> None:
+    """One line: the copies of each message's text."""
+    print(
+        f"copies: {figures['turns']} tool-calling turns of TieredMemoryMiddleware on "
+        f"TieredSaver (SQLite): each of {figures['messages']} messages' text stored "
+        f"{figures['copies_per_message']:.2f} times on average "
+        f"({figures['compressed_entries']} entries compressed)"
+    )
 
 
 def report(results: list[Result]) -> None:
@@ -301,17 +390,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--marks", default="100,200", help="turn counts to measure sizes at")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--copy-turns", type=int, default=200, help="turns of the copies phase (0: none)"
+    )
     args = parser.parse_args(argv)
     results: list[Result] = []
+    copied: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         if args.backend in ("sqlite", "both"):
             results += bench_sqlite(args, Path(tmp))
+        if args.copy_turns:
+            copied = copies(args, Path(tmp))
     if args.backend in ("postgres", "both"):
         results += bench_postgres(args)
     report(results)
+    if copied:
+        report_copies(copied)
     RESULTS.parent.mkdir(exist_ok=True)
     document = {"python": sys.version, "load": os.getloadavg(), "args": vars(args)}
-    RESULTS.write_text(json.dumps({**document, "rows": [asdict(r) for r in results]}, indent=2))
+    rows = [asdict(r) for r in results]
+    RESULTS.write_text(json.dumps({**document, "rows": rows, "copies": copied}, indent=2))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "context": ["--limit-questions", "24", "--replay-turns", "150"],
     "recall-latency": ["--sessions", "300", "--reads", "200"],
     "chat-load": ["--conversations", "50", "--turns", "14"],
-    "checkpointer": ["--turns", "100", "--marks", "25,50"],
+    "checkpointer": ["--turns", "100", "--marks", "25,50", "--copy-turns", "50"],
 }
 
 
