@@ -14,8 +14,11 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from tiermem import ConversationMemory
+from tiermem._core import messages as messages_module
 from tiermem._core.messages import (
     _CACHE,
+    clear_cache,
     deserialize,
     full_json,
     hollow,
@@ -92,3 +95,36 @@ def test_two_messages_with_one_shell_are_cached_apart() -> None:
     assert parse_entry((shell, "first text")) == first
     assert parse_entry((shell, "second text")) == second
     assert (shell, "first text") in _CACHE and (shell, "second text") in _CACHE
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a plain question", "a NUL \x00 inside", "\ufdd0 the escape marker first"],
+    ids=["plain", "nul", "marker"],
+)
+def test_an_appended_message_is_read_back_from_the_cache(text: str) -> None:
+    """The append seeds the parse cache under the key a read of the row makes (its
+    hollow JSON and its text as the text column gives it back), so the turn that
+    stores a message reads it without parsing, whatever escaping the column needs."""
+    memory = ConversationMemory("sqlite://")
+    try:
+        clear_cache()
+        memory.add_messages("s", [HumanMessage(text, id="h-1")])
+        (key,) = list(_CACHE)
+        assert isinstance(key, tuple) and key[1] == text
+        cached = _CACHE[key]
+        parsed: list[object] = []
+        original = messages_module._construct
+
+        def counting(stored: dict[str, object]) -> object:
+            parsed.append(stored)
+            return original(stored)
+
+        messages_module._construct = counting  # type: ignore[assignment]
+        try:
+            assert memory.get_messages("s") == [HumanMessage(text, id="h-1")]
+        finally:
+            messages_module._construct = original
+        assert parsed == [] and _CACHE[key] is cached
+    finally:
+        memory.close()

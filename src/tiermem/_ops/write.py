@@ -29,6 +29,8 @@ from .._core.messages import (
     render_text,
     serialize,
     serialize_metadata,
+    store_text,
+    stored_message,
     validate_session_id,
 )
 from .._core.runner import Op, compute
@@ -98,7 +100,8 @@ def _prepare(
     check_entry_size(message_json, metadata_json, ctx.config.max_entry_chars)
     text = render_text(message)
     kept = hollow(message_json, message, text)
-    remember(message_json if kept is message_json else (kept, text), message)  # read back next
+    # The turn reads it straight back, by the key a read of its row makes.
+    remember(stored_message(kept, store_text(text)), message)
     classified, role = classify(message)
     return store.NewEntry(
         message=message,
