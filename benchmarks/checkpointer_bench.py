@@ -70,7 +70,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from tiermem_agents import TieredMemoryMiddleware
-from tiermem_agents.testing import ToolCallingFakeModel
+from tiermem_agents.testing import ToolCallingFakeModel, tool_turns
 from tiermem_langgraph import TieredSaver
 
 from tiermem import ConversationMemory, MemoryConfig
@@ -252,17 +252,6 @@ def lookup(query: str) -> str:
     return f"Record {query}: the code word is {query.replace(' ', '-')}-zulu."
 
 
-def _tool_script(turns: int) -> Iterator[AIMessage]:
-    """A model that calls the tool (once or twice) and then answers, each turn."""
-    for turn in range(turns):
-        calls = [
-            {"name": "lookup", "args": {"query": f"item {turn}-{i}"}, "id": f"call_{turn}_{i}"}
-            for i in range(1 + turn % 2)
-        ]
-        yield AIMessage(f"Looking up turn {turn} now.", tool_calls=calls, id=f"ai_{turn}_call")
-        yield AIMessage(f"Turn {turn} is answered.", id=f"ai_{turn}_answer")
-
-
 def _tool_texts(turns: int) -> list[str]:
     """One text per message of that conversation, found in no other message."""
     texts = []
@@ -282,7 +271,12 @@ def copies(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     with TieredSaver.from_url(url, project="bench", config=config, summarizer=summarizer) as saver:
         memory = saver.memory
         middleware = TieredMemoryMiddleware(memory, trigger=("messages", 12), keep=("messages", 4))
-        model = ToolCallingFakeModel(messages=_tool_script(args.copy_turns))
+        script = tool_turns(
+            args.copy_turns,
+            call_text=lambda turn: f"Looking up turn {turn} now.",
+            answer=lambda turn: f"Turn {turn} is answered.",
+        )
+        model = ToolCallingFakeModel(messages=script)
         agent = create_agent(model, [lookup], middleware=[middleware], checkpointer=saver)
         for turn in range(args.copy_turns):
             question = HumanMessage(f"Question number {turn}, please.")

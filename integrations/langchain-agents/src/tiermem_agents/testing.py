@@ -52,6 +52,7 @@ def tool_turns(
     tool: str = "lookup",
     calls_per_turn: Callable[[int], int] = lambda turn: 1 + turn % 2,
     answer: Callable[[int], str] = lambda turn: f"Answer {turn}: done.",
+    call_text: Callable[[int], str] = lambda turn: "",
 ) -> Iterator[AIMessage]:
     """Script a model that calls tools once per turn, then answers.
 
@@ -64,6 +65,8 @@ def tool_turns(
         tool: The tool name to call.
         calls_per_turn: Parallel calls in turn ``turn``.
         answer: The final answer text of turn ``turn``.
+        call_text: The text of the message that makes turn ``turn``'s calls
+            (none by default).
 
     Yields:
         The model's messages, in call order.
@@ -73,7 +76,7 @@ def tool_turns(
             {"name": tool, "args": {"query": f"item {turn}-{i}"}, "id": f"call_{turn}_{i}"}
             for i in range(calls_per_turn(turn))
         ]
-        yield AIMessage(content="", tool_calls=calls, id=f"ai_{turn}_call")
+        yield AIMessage(content=call_text(turn), tool_calls=calls, id=f"ai_{turn}_call")
         yield AIMessage(content=answer(turn), id=f"ai_{turn}_answer")
 
 

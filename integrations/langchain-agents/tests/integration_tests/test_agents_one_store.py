@@ -24,7 +24,7 @@ from tiermem.testing import FakeSummarizer, check_invariants
 from tiermem_langgraph import TieredSaver
 
 from tiermem_agents import TieredMemoryMiddleware
-from tiermem_agents.testing import ToolCallingFakeModel, assert_provider_valid
+from tiermem_agents.testing import ToolCallingFakeModel, assert_provider_valid, tool_turns
 
 PG_URL = os.environ.get(
     "TIERMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -77,14 +77,12 @@ def lookup(query: str) -> str:
 
 
 def _script(turns: int) -> Iterator[AIMessage]:
-    """A model that calls the tool (once or twice) and then answers, each turn."""
-    for turn in range(turns):
-        calls = [
-            {"name": "lookup", "args": {"query": f"item {turn}-{i}"}, "id": f"call_{turn}_{i}"}
-            for i in range(1 + turn % 2)
-        ]
-        yield AIMessage(f"Looking up turn {turn} now.", tool_calls=calls, id=f"ai_{turn}_call")
-        yield AIMessage(f"Turn {turn} is answered.", id=f"ai_{turn}_answer")
+    """A model that calls the tool (once or twice, saying so) and then answers."""
+    return tool_turns(
+        turns,
+        call_text=lambda turn: f"Looking up turn {turn} now.",
+        answer=lambda turn: f"Turn {turn} is answered.",
+    )
 
 
 def _texts(turns: int) -> list[str]:

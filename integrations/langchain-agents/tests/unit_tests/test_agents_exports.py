@@ -24,6 +24,9 @@ def test_tool_turns_script_calls_then_answers() -> None:
     script = list(tool_turns(2))
     assert [len(m.tool_calls) for m in script] == [1, 0, 2, 0]
     assert script[3].content == "Answer 1: done."
+    assert script[0].content == ""  # a call says nothing unless asked to
+    said = list(tool_turns(2, call_text=lambda turn: f"Looking up {turn}."))
+    assert [m.content for m in said[::2]] == ["Looking up 0.", "Looking up 1."]
 
 
 def test_fake_model_binds_tools_and_records_requests() -> None:
