@@ -79,10 +79,21 @@ def select_checkpoints(
     """Checkpoints of :project, newest first within each thread and namespace; each
     flag adds its filter: :thread_id, :checkpoint_ns, :checkpoint_id, ids before
     :before, after (:after_thread, :after_ns, :after_id), at most :limit rows."""
-    query = sa.select(*CHECKPOINT_COLUMNS).join(session_table, S.pk == C.session_pk)
-    query = query.where(S.project == _bind("project", S.project))
+    thread_id: sa.ColumnElement[Any] = S.session_id
     if thread:
-        query = query.where(S.session_id == _bind("thread_id", S.session_id))
+        # The thread's session is looked up first, so that its checkpoints are read
+        # newest first from their unique index and a LIMIT stops there; joined, the
+        # database sorts every checkpoint of the thread to find its newest, a cost
+        # that grows with the thread.
+        thread_id = _bind("thread_id", S.session_id)
+        session = sa.select(S.pk).where(
+            S.project == _bind("project", S.project), S.session_id == thread_id
+        )
+        columns = (thread_id.label("session_id"), *CHECKPOINT_COLUMNS[1:])
+        query = sa.select(*columns).where(C.session_pk == session.scalar_subquery())
+    else:
+        query = sa.select(*CHECKPOINT_COLUMNS).join(session_table, S.pk == C.session_pk)
+        query = query.where(S.project == _bind("project", S.project))
     if namespace:
         query = query.where(C.checkpoint_ns == _bind("checkpoint_ns", C.checkpoint_ns))
     if checkpoint:
@@ -94,16 +105,19 @@ def select_checkpoints(
         last_ns = _bind("after_ns", C.checkpoint_ns)
         query = query.where(
             sa.or_(
-                S.session_id > last_thread,
-                sa.and_(S.session_id == last_thread, C.checkpoint_ns > last_ns),
+                thread_id > last_thread,
+                sa.and_(thread_id == last_thread, C.checkpoint_ns > last_ns),
                 sa.and_(
-                    S.session_id == last_thread,
+                    thread_id == last_thread,
                     C.checkpoint_ns == last_ns,
                     C.checkpoint_id < _bind("after_id", C.checkpoint_id),
                 ),
             )
         )
-    query = query.order_by(S.session_id, C.checkpoint_ns, C.checkpoint_id.desc())
+    if thread:
+        query = query.order_by(C.checkpoint_ns, C.checkpoint_id.desc())
+    else:
+        query = query.order_by(S.session_id, C.checkpoint_ns, C.checkpoint_id.desc())
     if limit:
         query = query.limit(sa.bindparam("limit", type_=sa.Integer))
     return query

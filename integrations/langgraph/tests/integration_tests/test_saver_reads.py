@@ -57,3 +57,37 @@ def test_a_read_looks_values_up_by_their_whole_key(tmp_path: Path) -> None:
     chain = "ix_tiermem_checkpoint_blob_root " + key.replace("version", "root")
     assert plans and all(plan.endswith((key, chain)) for plan in plans), plans
     assert any(plan.endswith(chain) for plan in plans)
+
+
+def test_the_newest_checkpoint_is_read_without_sorting_the_thread(url: str) -> None:
+    """A thread's newest checkpoint is read from the checkpoints' unique index,
+    newest first, where a LIMIT stops: the database sorts none of the thread's
+    checkpoints, so a read's cost does not grow with the thread. (PostgreSQL is
+    told not to sort where it can avoid it: a table this small would otherwise be
+    sorted by choice.)"""
+    builder = StateGraph(MessagesState)
+    builder.add_node("answer", _answer)
+    builder.add_edge(START, "answer")
+    with TieredSaver.from_url(url) as saver:
+        graph = builder.compile(checkpointer=saver)
+        for turn in range(3):
+            graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"q{turn}")]}, CONFIG)
+        statements: list[tuple[str, Any]] = []
+
+        def seen(conn: Any, cursor: Any, sql: str, args: Any, *rest: Any) -> None:
+            statements.append((sql, args))
+
+        engine = saver.memory.engine
+        sa.event.listen(engine, "before_cursor_execute", seen)
+        found = saver.get_tuple(CONFIG)
+        sa.event.remove(engine, "before_cursor_execute", seen)
+        assert found is not None
+        sql, args = next(s for s in statements if "FROM tiermem_checkpoint " in s[0])
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL enable_sort = off")
+                plan = [str(row[0]) for row in conn.exec_driver_sql(f"EXPLAIN {sql}", args)]
+            else:
+                explain = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", args)
+                plan = [str(row[3]) for row in explain]
+    assert not any("Sort" in line or "TEMP B-TREE" in line for line in plan), plan
