@@ -293,18 +293,27 @@ def test_recall_layer_settings_are_checked(changes: dict[str, object]) -> None:
         MemoryConfig(**changes)  # type: ignore[arg-type]
 
 
-def test_recall_on_sqlite_scores_within_the_session(tmp_path: Path) -> None:
+@pytest.mark.parametrize("embeddings", [None, WordConcepts()], ids=["words", "hybrid"])
+def test_recall_on_sqlite_scores_within_the_session(
+    tmp_path: Path, embeddings: WordConcepts | None
+) -> None:
     """On SQLite a recall never asks FTS5's ``bm25()``, which counts a word's
     documents over the whole index (every session of every project in the file), so
     its cost would grow with the project; it scores by the session's own statistics
-    and still brings the fact back."""
+    and still brings the fact back. With embeddings too: the words half of the
+    fusion is the ranking recall by words alone makes."""
     memory = ConversationMemory(
-        f"sqlite:///{tmp_path / 'm.db'}", config=CONFIG, summarizer=FakeSummarizer()
+        f"sqlite:///{tmp_path / 'm.db'}",
+        config=CONFIG,
+        summarizer=FakeSummarizer(),
+        embeddings=embeddings,
     )
     with memory:
         for other in range(3):  # other sessions holding the same words
             memory.add_user_message(f"other-{other}", "Pastelaria Rosa bakery sister Lisbon")
         _talk(memory)
+        if embeddings is not None:
+            memory.embed_missing()
         memory.add_user_message("s", "What is the bakery where my sister works called?")
         statements: list[str] = []
 

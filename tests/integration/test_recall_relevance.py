@@ -55,6 +55,20 @@ def test_hits_far_weaker_than_the_best_are_left_out(make_memory: MemoryFactory) 
     assert not any(line in block for line in WEEKENDS)
 
 
+def test_a_fact_said_twice_is_recalled_once(make_memory: MemoryFactory) -> None:
+    """The same message said again word for word, both copies compressed, comes back
+    once: the second copy would tell the model nothing and take the room of another
+    hit."""
+    memory = _memory(make_memory)
+    memory.add_user_message("s", FACT)
+    _filler(memory, 5)
+    memory.add_user_message("s", FACT)
+    _filler(memory, 60)
+    assert sum(e.compressed and e.content == FACT for e in memory.get_entries("s")) == 2
+    block = _block(memory.get_messages("s", query="Where does my sister Ana work?"))
+    assert block is not None and block.count(FACT) == 1
+
+
 def test_a_message_said_again_is_not_recalled(make_memory: MemoryFactory) -> None:
     """Asking the same thing again brings no block: its earlier copy tells the model
     nothing the newest message does not."""

@@ -209,8 +209,9 @@ def find(
     the memory has embeddings; entries pending indexing are indexed first. With
     ``session_id``, ``last_id`` bounds the session's entries searched and ``local``
     scores words by the session's own statistics (SQLite; see
-    :func:`tiermem._storage.search.search_entries`): recall asks for both, while
-    ``search()`` keeps the index-wide BM25 its documented figures were measured with.
+    :func:`tiermem._storage.search.session_candidates`), in a fusion's words half
+    too: recall asks for both, while ``search()`` keeps the index-wide BM25 its
+    documented figures were measured with.
     ``floor``: only the hits scoring at least that share of the best one's."""
     fts.flush(conn)  # SQLite indexes entries in batches: see every committed one
     policy, embedder = ctx.config.tier_policy, ctx.embedder
@@ -240,6 +241,7 @@ def find(
         policy=policy,
         dense_query=dense,
         last_id=last_id,
+        local=local,
         floor=floor,
     )
 
@@ -393,8 +395,12 @@ def _out_of_view(entry: MemoryEntry, session_id: str, cut: int) -> bool:
 def _candidates(
     hits: list[SearchHit], session_id: str, cut: int, limit: int, ctx: MemoryContext
 ) -> list[Line]:
-    """Each hit, then its neighbours out of view, best hit first, each entry once."""
+    """Each hit, then its neighbours out of view, best hit first, each entry once and
+    each text once: a message said again word for word by the same speaker (a
+    greeting, a template of an answer) is recalled where it ranks first, the room
+    of its repeats left to other hits."""
     seen: set[int] = set()
+    said: set[tuple[str, str]] = set()
     out: list[Line] = []
     for hit in hits:
         around = sorted(hit.window, key=lambda e: abs(e.seq - hit.entry.seq)) or [hit.entry]
@@ -402,6 +408,9 @@ def _candidates(
             if entry.id in seen or not _out_of_view(entry, session_id, cut):
                 continue
             seen.add(entry.id)
+            if (entry.role, entry.content) in said:
+                continue
+            said.add((entry.role, entry.content))
             text = line(entry, session_id, limit, ctx.counter)
             tokens = _line_estimate(entry, text, limit, ctx.counter)
             when = (as_utc(entry.timestamp), entry.session_id, entry.seq)

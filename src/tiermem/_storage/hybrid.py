@@ -50,7 +50,7 @@ from ..types import SearchHit
 from . import fts, vectors
 from .ranking import Candidate, epoch, rank
 from .schema import entry_table, session_table
-from .search import entry_candidates, entry_hits, session_counts
+from .search import entry_candidates, entry_hits, session_candidates, session_counts
 
 __all__ = ["POOL", "RECENCY_BONUS", "DenseQuery", "search_entries"]
 
@@ -121,11 +121,14 @@ def search_entries(
     policy: TierPolicy,
     dense_query: DenseQuery,
     last_id: int | None = None,
+    local: bool = False,
     floor: float = 0.0,
 ) -> list[SearchHit]:
     """Entries of ``project`` (or of one session) best matching ``query``, by words
     and by meaning, best first (see the module docstring); with ``floor``, only
-    those whose relevance is at least that share of the best one's."""
+    those whose relevance is at least that share of the best one's. ``local`` (with
+    a session): the words half is recall's ranking by words alone
+    (:func:`~tiermem._storage.search.session_candidates`), not the index-wide one."""
     counts: list[Any] = session_counts(conn, project, session_id)
     if not counts:
         return []
@@ -134,7 +137,10 @@ def search_entries(
     words = fts.query_words(query)
     lexical: list[Candidate] = []
     if words:
-        found = entry_candidates(conn, project, words, counts, session_pk, pool, last_id)
+        if local and session_pk is not None:
+            found = session_candidates(conn, project, words, counts, session_pk, pool, last_id)
+        else:
+            found = entry_candidates(conn, project, words, counts, session_pk, pool, last_id)
         lexical = sorted(found, key=lambda c: (-c.relevance, -c.id))[:pool]
     similar = _similar(conn, dense_query, session_pk, [c.id for c in lexical], pool)
     if session_pk is not None and last_id is not None:

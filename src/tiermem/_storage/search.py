@@ -44,6 +44,7 @@ __all__ = [
     "entry_candidates",
     "entry_hits",
     "search_entries",
+    "session_candidates",
     "session_counts",
 ]
 
@@ -368,11 +369,8 @@ def _ranked_entries(
     floor: float = 0.0,
 ) -> list[tuple[Candidate, float]]:
     if local and conn.dialect.name == "sqlite" and session_pk is not None:
-        entries, tokens = counts[0][1], counts[0][2]
         cap = min(max(4 * limit, 100), _MAX_CAP)
-        found = _sqlite_session_candidates(
-            conn, words, session_pk, last_id, entries, tokens / max(entries, 1), cap
-        )
+        found = session_candidates(conn, project, words, counts, session_pk, cap, last_id)
         return rank(found, now, policy, limit, floor=floor)
     if conn.dialect.name == "sqlite" and session_pk is not None:
         # Read the session's best matches first: most searches need no more.
@@ -383,6 +381,27 @@ def _ranked_entries(
             return ranked
     found = entry_candidates(conn, project, words, counts, session_pk, None, last_id, bounded=local)
     return rank(found, now, policy, limit, floor=floor)
+
+
+def session_candidates(
+    conn: Connection,
+    project: str,
+    words: Sequence[str],
+    counts: Sequence[Any],
+    session_pk: int,
+    cap: int,
+    last_id: int | None,
+) -> list[Candidate]:
+    """Recall's candidates in one session: its entries matching ``words``, scored by
+    BM25 over the session's own statistics on SQLite (at least the ``cap`` best, see
+    :func:`_sqlite_session_candidates`), with recall's bounds on PostgreSQL (see
+    :func:`entry_candidates`). Recall's lexical and hybrid searches both start here,
+    so the words half of a fusion is the ranking recall by words alone makes."""
+    if conn.dialect.name == "sqlite":
+        entries, tokens = counts[0][1], counts[0][2]
+        average = tokens / max(entries, 1)
+        return _sqlite_session_candidates(conn, words, session_pk, last_id, entries, average, cap)
+    return entry_candidates(conn, project, words, counts, session_pk, None, last_id, bounded=True)
 
 
 def session_counts(conn: Connection, project: str, session_id: str | None) -> list[Any]:
