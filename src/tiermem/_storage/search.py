@@ -368,7 +368,7 @@ def _ranked_entries(
     local: bool = False,
     floor: float = 0.0,
 ) -> list[tuple[Candidate, float]]:
-    if local and conn.dialect.name == "sqlite" and session_pk is not None:
+    if local and session_pk is not None:
         cap = min(max(4 * limit, 100), _MAX_CAP)
         found = session_candidates(conn, project, words, counts, session_pk, cap, last_id)
         return rank(found, now, policy, limit, floor=floor)
@@ -379,7 +379,7 @@ def _ranked_entries(
         ranked = rank(candidates, now, policy, limit, floor=floor)
         if len(candidates) < cap or _exact(candidates, ranked):
             return ranked
-    found = entry_candidates(conn, project, words, counts, session_pk, None, last_id, bounded=local)
+    found = entry_candidates(conn, project, words, counts, session_pk, None, last_id)
     return rank(found, now, policy, limit, floor=floor)
 
 
@@ -449,9 +449,9 @@ def search_entries(
         now: the memory's clock (recency and tiers); the current time by default.
         policy: the tier thresholds of the tier boost.
         last_id: with ``session_id``, only the session's entries up to this id.
-        local: with ``session_id`` on SQLite, score by the session's own statistics,
-            at a cost flat in the project's size (see
-            :func:`_sqlite_session_candidates`).
+        local: with ``session_id``, recall's candidates (:func:`session_candidates`):
+            on SQLite scored by the session's own statistics, at a cost flat in the
+            project's size; on PostgreSQL within recall's bounds.
         floor: leave out the entries whose BM25 is under this share of the best
             match's (see :func:`rank`).
     """
