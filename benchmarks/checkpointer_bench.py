@@ -103,6 +103,9 @@ def text(rng: random.Random, marker: str, chars: int) -> str:
 
 #: Reads of the thread's state timed at the end.
 GET_STATE_READS = 100
+#: Turns per window of the median turn by window: how a turn's cost grows with the
+#: thread (a short thread's turn, a long one's).
+WINDOW = 50
 
 
 @dataclass
@@ -116,6 +119,8 @@ class Result:
     turn_ms_mean: float = 0.0
     turn_ms_last50: float = 0.0
     get_state_ms: float = 0.0
+    #: The median turn of each window of :data:`WINDOW` turns, by its first turn.
+    turn_ms_windows: dict[int, float] = field(default_factory=dict)
     prune: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)
 
@@ -204,6 +209,10 @@ def run(
             result.sizes[turn] = size()
     result.turn_ms_mean = 1000 * statistics.mean(times)
     result.turn_ms_last50 = 1000 * statistics.mean(times[-50:])
+    result.turn_ms_windows = {
+        start: 1000 * statistics.median(times[start : start + WINDOW])
+        for start in range(0, len(times), WINDOW)
+    }
     # The run's garbage is collected first, so that neither saver's reads pay for a
     # full collection of the other's turns; each read is timed, and the median taken:
     # one full collection (the process holds about 800,000 objects at 400 turns,
@@ -354,6 +363,11 @@ def report(results: list[Result]) -> None:
             f"{r.backend:8} {r.saver:13} {sizes}; turn {r.turn_ms_mean:.1f} ms "
             f"(last 50: {r.turn_ms_last50:.1f} ms); get_state {r.get_state_ms:.1f} ms"
         )
+        windows = ", ".join(
+            f"{start}-{min(start + WINDOW, r.turns)}: {ms:.1f}"
+            for start, ms in sorted(r.turn_ms_windows.items())
+        )
+        print(f"{'':8} median turn (ms) by {WINDOW} turns: {windows}")
         if r.tables:
             tables = ", ".join(f"{name} {size / 1e6:.2f}" for name, size in r.tables.items())
             print(f"{'':8} tables (MB): {tables}")
