@@ -74,7 +74,10 @@ def test_every_method_is_judged_within_its_budget(
     }
     assert all(row.questions == 1 and row.over_budget == 0 for row in rows.values())
     assert rows["plain buffer"].evidence_any == 0
+    buffer = rows["plain buffer"]
+    assert buffer.missed == ["q"] and buffer.as_dict()["missed"] == ["q"]
     assert rows["tiermem, query=question"].evidence_any == 1
+    assert rows["tiermem, query=question"].missed == []
     assert rows["tiermem, query=question"].answer == 1
     assert rows["last 10 + BM25"].evidence_any == 1
     assert [r.strategy for r in report.replay] == [
@@ -100,6 +103,8 @@ def test_the_command_prints_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert [row["budget"] for row in data["figures"]] == [600] * 4 and data["replay"] == []
+    missed = {row["method"]: row["missed"] for row in data["figures"]}
+    assert missed["plain buffer"] == ["q"] and missed["tiermem, query=question"] == []
     bad = runner.invoke(cli.app, ["eval", "context", str(path), "--budgets", "lots"])
     assert bad.exit_code == 1 and "--budgets" in bad.output
 

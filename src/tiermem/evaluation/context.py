@@ -62,12 +62,16 @@ class ContextFigures:
     tokens: int = 0
     over_budget: int = 0
     seconds: float = 0.0
+    #: The questions none of whose evidence turns is in their context, by id.
+    missed: list[str] = field(default_factory=list)
 
     def add(self, question: Question, turns: Mapping[str, Turn], context: str, tokens: int) -> None:
         """Judge one context."""
         found = [turns[turn_id].content in context for turn_id in question.evidence]
         self.questions += 1
         self.evidence_any += any(found)
+        if not any(found):
+            self.missed.append(question.id)
         self.evidence_all += all(found)
         answer = question.answer
         self.answer += answer is not None and answer.lower() in context.lower()
@@ -87,6 +91,7 @@ class ContextFigures:
             "mean_tokens": round(self.tokens / n, 1),
             "over_budget": self.over_budget,
             "mean_ms": round(1000 * self.seconds / n, 2),
+            "missed": list(self.missed),
         }
 
 
