@@ -65,29 +65,21 @@ import sqlalchemy as sa
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from tiermem_agents import TieredMemoryMiddleware
-from tiermem_agents.testing import ToolCallingFakeModel, tool_turns
+from tiermem_agents.testing import ToolCallingFakeModel, lookup, lookup_conversation
 from tiermem_langgraph import TieredSaver
 
 from tiermem import ConversationMemory, MemoryConfig
-from tiermem.testing import FakeSummarizer
+from tiermem.testing import FakeSummarizer, stored_copies
 
 PG_URL = os.environ.get(
     "TIERMEM_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 RESULTS = Path(__file__).parent / "results" / "checkpointer.json"
 THREAD = "bench"
-#: Where a message's text may be stored (the search indexes aside).
-COPY_COLUMNS = {
-    "tiermem_entry": ("content", "message"),
-    "tiermem_checkpoint": ("checkpoint", "meta"),
-    "tiermem_checkpoint_blob": ("value",),
-    "tiermem_checkpoint_write": ("value",),
-}
 CONFIG: RunnableConfig = {"configurable": {"thread_id": THREAD}}
 #: The words of the messages: the side-by-side benchmark's English word list.
 WORDS: list[str] = corpus._WORDS  # noqa: SLF001
@@ -255,22 +247,6 @@ def prune(saver: TieredSaver, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-@tool
-def lookup(query: str) -> str:
-    """Look up a record by its query and return it."""
-    return f"Record {query}: the code word is {query.replace(' ', '-')}-zulu."
-
-
-def _tool_texts(turns: int) -> list[str]:
-    """One text per message of that conversation, found in no other message."""
-    texts = []
-    for turn in range(turns):
-        texts += [f"Question number {turn}, please.", f"Looking up turn {turn} now."]
-        texts += [f"item-{turn}-{i}-zulu." for i in range(1 + turn % 2)]
-        texts.append(f"Turn {turn} is answered.")
-    return texts
-
-
 def copies(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """The middleware on the saver: how many times each message's text is stored."""
     # As the middleware's README advises: the middleware decides when to compress.
@@ -280,29 +256,18 @@ def copies(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     with TieredSaver.from_url(url, project="bench", config=config, summarizer=summarizer) as saver:
         memory = saver.memory
         middleware = TieredMemoryMiddleware(memory, trigger=("messages", 12), keep=("messages", 4))
-        script = tool_turns(
-            args.copy_turns,
-            call_text=lambda turn: f"Looking up turn {turn} now.",
-            answer=lambda turn: f"Turn {turn} is answered.",
-        )
-        model = ToolCallingFakeModel(messages=script)
+        conversation = lookup_conversation(args.copy_turns)
+        model = ToolCallingFakeModel(messages=conversation.script)
         agent = create_agent(model, [lookup], middleware=[middleware], checkpointer=saver)
-        for turn in range(args.copy_turns):
-            question = HumanMessage(f"Question number {turn}, please.")
-            agent.invoke({"messages": [question]}, CONFIG)
-        stored = []
-        with memory.engine.connect() as conn:
-            for table, columns in COPY_COLUMNS.items():
-                for row in conn.execute(sa.text(f"SELECT {', '.join(columns)} FROM {table}")):
-                    stored += [v if isinstance(v, bytes) else str(v or "").encode() for v in row]
-        everything = b"\x00".join(stored)
-        texts = _tool_texts(args.copy_turns)
-        found = sum(everything.count(text.encode()) for text in texts)
+        for question in conversation.questions:
+            agent.invoke({"messages": [HumanMessage(question)]}, CONFIG)
+        texts = conversation.texts
+        copies_per_message = stored_copies(memory, texts)
         compressed = memory.get_stats(THREAD).compressed_entries
     return {
         "turns": args.copy_turns,
         "messages": len(texts),
-        "copies_per_message": found / len(texts),
+        "copies_per_message": copies_per_message,
         "compressed_entries": compressed,
     }
 

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem.doctor import find_violations
-from tiermem.testing import FakeSummarizer
+from tiermem.testing import FakeSummarizer, stored_copies
 
 from ..conftest import MemoryFactory
 from ..reliability.dump import tiermem_table_names
@@ -72,6 +72,18 @@ def test_an_appended_message_keeps_its_text_once(
     memory.add_messages("s", _conversation())
     _check(memory, engine, "s")
     assert find_violations(engine, deep=True) == []
+
+
+def test_stored_copies_counts_each_stored_text(make_memory: MemoryFactory) -> None:
+    """``tiermem.testing.stored_copies``: one copy of each text of a conversation,
+    two once a second session holds it too, none of a text never stored."""
+    memory = make_memory()
+    memory.add_messages("s", _conversation())
+    texts = [str(m.content) for m in _conversation()]
+    assert stored_copies(memory, texts) == 1.0
+    memory.add_messages("t", [HumanMessage(texts[0])])
+    assert stored_copies(memory, texts[:1]) == 2.0
+    assert stored_copies(memory.engine, ["never said anywhere"]) == 0.0
 
 
 def test_an_imported_session_keeps_its_text_once(

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable
+from langchain_core.tools import tool
 from pydantic import Field
 from tiermem import is_summary_message
 
-__all__ = ["ToolCallingFakeModel", "assert_provider_valid", "tool_turns"]
+__all__ = [
+    "LookupConversation",
+    "ToolCallingFakeModel",
+    "assert_provider_valid",
+    "lookup",
+    "lookup_conversation",
+    "tool_turns",
+]
 
 
 class ToolCallingFakeModel(GenericFakeChatModel):
@@ -78,6 +86,42 @@ def tool_turns(
         ]
         yield AIMessage(content=call_text(turn), tool_calls=calls, id=f"ai_{turn}_call")
         yield AIMessage(content=answer(turn), id=f"ai_{turn}_answer")
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look up a record by its query and return it."""
+    return f"Record {query}: the code word is {query.replace(' ', '-')}-zulu."
+
+
+class LookupConversation(NamedTuple):
+    """A scripted conversation of tool calls in which every message says something
+    no other message says (see :func:`lookup_conversation`)."""
+
+    #: The user's question of each turn.
+    questions: list[str]
+    #: The model's messages (for :class:`ToolCallingFakeModel`).
+    script: Iterator[AIMessage]
+    #: One text per message of the conversation (question, call, each result,
+    #: answer), found in no other message: what a count of stored copies looks for.
+    texts: list[str]
+
+
+def lookup_conversation(turns: int) -> LookupConversation:
+    """``turns`` turns in which the model says it looks something up, calls
+    :func:`lookup` once or twice (:func:`tool_turns`) and answers."""
+    script = tool_turns(
+        turns,
+        call_text=lambda turn: f"Looking up turn {turn} now.",
+        answer=lambda turn: f"Turn {turn} is answered.",
+    )
+    questions = [f"Question number {turn}, please." for turn in range(turns)]
+    texts = []
+    for turn in range(turns):
+        texts += [questions[turn], f"Looking up turn {turn} now."]
+        texts += [f"item-{turn}-{i}-zulu." for i in range(1 + turn % 2)]
+        texts.append(f"Turn {turn} is answered.")
+    return LookupConversation(questions, script, texts)
 
 
 def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:

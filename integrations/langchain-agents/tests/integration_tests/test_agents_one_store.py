@@ -18,27 +18,22 @@ import sqlalchemy as sa
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
-from tiermem import ConversationMemory, MemoryConfig, is_summary_message
-from tiermem.testing import FakeSummarizer, check_invariants
+from tiermem import MemoryConfig, is_summary_message
+from tiermem.testing import FakeSummarizer, check_invariants, stored_copies
 from tiermem_langgraph import TieredSaver
 
 from tiermem_agents import TieredMemoryMiddleware
-from tiermem_agents.testing import ToolCallingFakeModel, assert_provider_valid, tool_turns
+from tiermem_agents.testing import (
+    ToolCallingFakeModel,
+    assert_provider_valid,
+    lookup,
+    lookup_conversation,
+)
 
 PG_URL = os.environ.get(
     "TIERMEM_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "one-store"}}
-#: Where a message's text may be copied: each row of these tables and columns is
-#: searched (the search indexes aside). An entry's text column and its message JSON
-#: both count: the JSON leaves out a text that the column holds.
-COPIES = {
-    "tiermem_entry": ("content", "message"),
-    "tiermem_checkpoint": ("checkpoint", "meta"),
-    "tiermem_checkpoint_blob": ("value",),
-    "tiermem_checkpoint_write": ("value",),
-}
 
 
 @pytest.fixture(name="url", params=["sqlite", "postgres"])
@@ -70,54 +65,12 @@ def fixture_saver(url: str) -> Iterator[TieredSaver]:
         check_invariants(saver.memory.engine)
 
 
-@tool
-def lookup(query: str) -> str:
-    """Look up a record by its query and return it."""
-    return f"Record {query}: the code word is {query.replace(' ', '-')}-zulu."
-
-
-def _script(turns: int) -> Iterator[AIMessage]:
-    """A model that calls the tool (once or twice, saying so) and then answers."""
-    return tool_turns(
-        turns,
-        call_text=lambda turn: f"Looking up turn {turn} now.",
-        answer=lambda turn: f"Turn {turn} is answered.",
-    )
-
-
-def _texts(turns: int) -> list[str]:
-    """One text per message of the conversation, found in no other message."""
-    texts = []
-    for turn in range(turns):
-        texts += [f"Question number {turn}, please.", f"Looking up turn {turn} now."]
-        texts += [f"item-{turn}-{i}-zulu." for i in range(1 + turn % 2)]
-        texts.append(f"Turn {turn} is answered.")
-    return texts
-
-
 def _agent(saver: TieredSaver, turns: int) -> Any:
     middleware = TieredMemoryMiddleware(
         saver.memory, trigger=("messages", 12), keep=("messages", 4)
     )
-    model = ToolCallingFakeModel(messages=_script(turns))
+    model = ToolCallingFakeModel(messages=lookup_conversation(turns).script)
     return create_agent(model, [lookup], middleware=[middleware], checkpointer=saver)
-
-
-def _rows(memory: ConversationMemory) -> list[bytes]:
-    """Every row of the tables that may copy a message, its columns joined."""
-    rows = []
-    with memory.engine.connect() as conn:
-        for table, columns in COPIES.items():
-            for row in conn.execute(sa.text(f"SELECT {', '.join(columns)} FROM {table}")):
-                parts = [v if isinstance(v, bytes) else str(v or "").encode() for v in row]
-                rows.append(b"\x00".join(parts))
-    return rows
-
-
-def _copies(memory: ConversationMemory, texts: list[str]) -> float:
-    """How many times each text is stored, on average."""
-    rows = _rows(memory)
-    return sum(row.count(text.encode()) for text in texts for row in rows) / len(texts)
 
 
 def _shown(message: BaseMessage) -> tuple[Any, ...]:
@@ -150,10 +103,11 @@ def test_tool_turns_store_each_message_once(saver: TieredSaver) -> None:
     for turn in range(turns):
         agent.invoke({"messages": [HumanMessage(f"Question number {turn}, please.")]}, CONFIG)
     memory = saver.memory
-    copies = _copies(memory, _texts(turns))
-    assert copies <= 1.2, copies
+    texts = lookup_conversation(turns).texts
+    copies = stored_copies(memory, texts)
+    assert 1.0 <= copies <= 1.2, copies
     entries = memory.get_entries("one-store")
-    assert len(entries) == len(_texts(turns))
+    assert len(entries) == len(texts)
     assert not [e for e in entries if is_summary_message(e.to_message())]
     assert memory.get_stats("one-store").compressed_entries > 0.9 * len(entries)
     state = agent.get_state(CONFIG).values["messages"]
@@ -174,9 +128,10 @@ def test_async_tool_turns_store_each_message_once(saver: TieredSaver) -> None:
 
     asyncio.run(run())
     memory = saver.memory
-    copies = _copies(memory, _texts(turns))
-    assert copies <= 1.2, copies
-    assert len(memory.get_entries("one-store")) == len(_texts(turns))
+    texts = lookup_conversation(turns).texts
+    copies = stored_copies(memory, texts)
+    assert 1.0 <= copies <= 1.2, copies
+    assert len(memory.get_entries("one-store")) == len(texts)
     state = agent.get_state(CONFIG).values["messages"]
     assert _ids(state) == [e.message.id for e in memory.get_active_entries("one-store")]
 
@@ -190,7 +145,7 @@ def test_history_reads_back_the_written_messages(saver: TieredSaver) -> None:
         middleware = TieredMemoryMiddleware(
             saver.memory, trigger=("messages", 8), keep=("messages", 3)
         )
-        model = ToolCallingFakeModel(messages=_script(6))
+        model = ToolCallingFakeModel(messages=lookup_conversation(6).script)
         agent = create_agent(model, [lookup], middleware=[middleware], checkpointer=checkpointer)
         config: RunnableConfig = {"configurable": {"thread_id": str(id(checkpointer))}}
         for turn in range(6):
@@ -216,7 +171,7 @@ def test_update_state_edit_reaches_the_entries(saver: TieredSaver, checkpointer:
     from langgraph.checkpoint.memory import InMemorySaver
 
     middleware = TieredMemoryMiddleware(saver.memory, trigger=("messages", 100))
-    model = ToolCallingFakeModel(messages=_script(3))
+    model = ToolCallingFakeModel(messages=lookup_conversation(3).script)
     graph_saver = saver if checkpointer == "tiered" else InMemorySaver()
     agent = create_agent(model, [lookup], middleware=[middleware], checkpointer=graph_saver)
     for turn in range(2):
@@ -228,7 +183,7 @@ def test_update_state_edit_reaches_the_entries(saver: TieredSaver, checkpointer:
     entries = memory.get_entries("one-store")
     revisions = [e.message.content for e in entries if e.message.id == edited.id]
     assert revisions == ["Turn 1 is answered.", edited.content]
-    assert len(entries) == len(_texts(3)) + 1
+    assert len(entries) == len(lookup_conversation(3).texts) + 1
     state = agent.get_state(CONFIG).values["messages"]
     assert [m.content for m in state if m.id == edited.id] == [edited.content]
     assert edited.content in [m.content for m in memory.get_messages("one-store", query="")]

@@ -6,7 +6,13 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 import tiermem_agents
-from tiermem_agents.testing import ToolCallingFakeModel, assert_provider_valid, tool_turns
+from tiermem_agents.testing import (
+    ToolCallingFakeModel,
+    assert_provider_valid,
+    lookup,
+    lookup_conversation,
+    tool_turns,
+)
 
 
 def test_all_is_pinned() -> None:
@@ -27,6 +33,23 @@ def test_tool_turns_script_calls_then_answers() -> None:
     assert script[0].content == ""  # a call says nothing unless asked to
     said = list(tool_turns(2, call_text=lambda turn: f"Looking up {turn}."))
     assert [m.content for m in said[::2]] == ["Looking up 0.", "Looking up 1."]
+
+
+def test_lookup_conversation_lists_each_message_text_once() -> None:
+    """Each text of a lookup conversation is what one message says (question, call,
+    each tool result, answer), in order, and no text contains another."""
+    conversation = lookup_conversation(2)
+    script = list(conversation.script)
+    results = [
+        str(lookup.invoke(call["args"])) for message in script for call in message.tool_calls
+    ]
+    assert conversation.questions == ["Question number 0, please.", "Question number 1, please."]
+    said = [conversation.questions[0], script[0].content, results[0], script[1].content]
+    said += [conversation.questions[1], script[2].content, *results[1:], script[3].content]
+    texts = conversation.texts
+    assert len(texts) == len(said) == 9
+    assert all(text in message for text, message in zip(texts, said, strict=True))
+    assert not any(a in b for a in texts for b in texts if a is not b)
 
 
 def test_fake_model_binds_tools_and_records_requests() -> None:
