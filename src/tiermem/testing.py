@@ -30,6 +30,7 @@ from pydantic import ConfigDict, Field
 
 from . import signals
 from ._storage import events
+from ._storage.text_copies import count_copies
 from .doctor import find_violations
 from .offline_embeddings import CachedEmbeddings, E5Embeddings
 
@@ -210,36 +211,19 @@ def check_invariants(target: Engine | Any) -> None:
         raise AssertionError("tiermem invariants broken:\n" + "\n".join(problems))
 
 
-#: The columns of tiermem's tables that may hold a message's text (the search
-#: indexes aside): an entry's text and message JSON, a checkpoint and its metadata,
-#: a channel value, a pending write.
-MESSAGE_COLUMNS = {
-    "tiermem_entry": ("content", "message"),
-    "tiermem_checkpoint": ("checkpoint", "meta"),
-    "tiermem_checkpoint_blob": ("value",),
-    "tiermem_checkpoint_write": ("value",),
-}
-
-
 def stored_copies(target: Engine | Any, texts: list[str]) -> float:
-    """How many times each of ``texts`` is stored, on average, in the columns of
-    :data:`MESSAGE_COLUMNS` (each occurrence counts: a text stored in an entry and
-    again in a checkpoint is two copies). Choose texts that no other text contains.
+    """How many times each of ``texts`` is stored, on average, in the tables that
+    may hold a message's text: entries (text and message JSON), checkpoints, channel
+    values and pending writes, the search indexes aside. Each occurrence counts: a
+    text stored in an entry and again in a checkpoint is two copies. Choose texts
+    that no other text contains.
 
     Args:
         target: an engine or a ``ConversationMemory``.
         texts: the texts to look for (at least one).
     """
-    import sqlalchemy as sa  # noqa: PLC0415 - only this helper needs it
-
     engine = getattr(target, "engine", target)
-    stored: list[bytes] = []
-    with engine.connect() as conn:
-        for table, columns in MESSAGE_COLUMNS.items():
-            for row in conn.execute(sa.text(f"SELECT {', '.join(columns)} FROM {table}")):
-                stored += [v if isinstance(v, bytes) else str(v or "").encode() for v in row]
-    everything = b"\x00".join(stored)
-    return sum(everything.count(text.encode()) for text in texts) / len(texts)
+    return count_copies(engine, texts) / len(texts)
 
 
 def wait_for_feed(memory: ConversationMemory, timeout: float = 30.0) -> None:
