@@ -5,7 +5,9 @@ runs, with times to live, access state and embeddings; sync and async alike."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -190,3 +192,43 @@ def test_plain_texts_at_reads_dotted_paths() -> None:
     assert plain_texts_at(value, "a.b") == ["x"]
     assert plain_texts_at(value, "a") == ["x", "1", "y"]
     assert plain_texts_at(value, "a.missing") == []
+
+
+def test_overlapping_batches_run_concurrently_without_deadlocks(
+    make_memory: MemoryFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two workers run batches over the same documents, listed in opposite orders,
+    each reading (an access, some refreshing a time to live) and writing several
+    documents: no statement ever fails with a deadlock, because every batch locks
+    the rows it writes in one order. (PostgreSQL locks rows as it meets them. A
+    deadlock is retried, so the log of retries is what shows it.)"""
+    caplog.set_level(logging.INFO, logger="tiermem._storage.database")
+    keys = [f"k{n}" for n in range(12)]
+    seed = make_memory().documents
+    seed.batch([PutDocument(ADA, key, {"n": 0}, ttl=60) for key in keys])
+    failures: list[BaseException] = []
+
+    def worker(order: list[str], rounds: int) -> None:
+        documents = make_memory().documents
+        try:
+            for n in range(rounds):
+                documents.batch(
+                    [
+                        GetDocument(ADA, key, refresh_ttl=i % 2 == n % 2)
+                        for i, key in enumerate(order)
+                    ]
+                    + [PutDocument(ADA, key, {"n": n}, ttl=60) for key in order[::2]]
+                    + [PutDocument(ADA, f"new{n % 3}", {"n": n})]
+                    + [PutDocument(ADA, order[-1 - n % 4], None)]
+                )
+        except BaseException as error:  # reported by the test's thread
+            failures.append(error)
+
+    orders = [keys, keys[::-1], keys[6:] + keys[:6], keys[5::-1] + keys[:5:-1]]
+    threads = [threading.Thread(target=worker, args=(order, 150)) for order in orders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert [r.getMessage() for r in caplog.records if "40P01" in r.getMessage()] == []

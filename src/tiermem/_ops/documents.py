@@ -263,6 +263,12 @@ def batch(
         if ctx.database.server_time and any(ttl is not None for ttl in ttls):
             # A time to live runs from the server's now(), read once.
             expires_from = docs.transaction_time(conn)
+        docs.lock_documents(
+            conn,
+            project=project,
+            ids=[document.id for documents in touched.values() for document in documents],
+            addresses=deletes + [(document.namespace, document.key) for document in new_docs],
+        )
         for refresh, documents in touched.items():
             docs.touch_documents(
                 conn, documents, now=now, refresh=refresh, expires_from=expires_from

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import sqlite3
 import threading
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///tiermem.db"
 #: What the driver layer raises (translated to ``StorageError`` by :func:`translate_error`).
@@ -467,6 +469,9 @@ class Database:
             except exc.DBAPIError as error:
                 sqlstate = getattr(error.orig, "sqlstate", None)
                 if sqlstate in _RETRYABLE_PG and attempt + 1 < _MAX_RETRIES:
+                    # Said, so that an operator (and a test) can see conflicts that
+                    # the retries hid: each costs a rolled-back transaction.
+                    logger.info("retrying a transaction (SQLSTATE %s): %s", sqlstate, error.orig)
                     time.sleep(0.01 * 2**attempt)
                     continue
                 raise translate_error(error) from error

@@ -44,6 +44,7 @@ __all__ = [
     "delete_documents",
     "filter_clause",
     "get_documents",
+    "lock_documents",
     "list_namespace_texts",
     "prune_document_batch",
     "put_documents",
@@ -224,6 +225,33 @@ def get_documents(
         if row is not None:
             found[(namespace, key)] = _document(row)
     return found
+
+
+def lock_documents(
+    conn: Connection,
+    *,
+    project: str,
+    ids: Sequence[int],
+    addresses: Sequence[tuple[str, str]],
+) -> None:
+    """On PostgreSQL, lock the rows a batch is about to write (the documents ``ids``
+    lists and those at ``addresses``), in id order, before it writes any.
+
+    An ``UPDATE`` or ``DELETE`` locks rows in the order it meets them, which follows
+    where their versions lie on disk, not the ids it was given; and a batch writes in
+    several statements. Two batches writing the same rows could each hold a row the
+    other waits for. Taken in one order first, the locks make the later one wait
+    for the whole of the earlier. (A document not yet stored is locked by its
+    insert; a batch inserts in address order.) SQLite has one writer at a time.
+    """
+    if conn.dialect.name != "postgresql" or not (ids or addresses):
+        return
+    wanted = in_ids("postgresql", D.id, sa.bindparam("ids", type_=ids_type("postgresql")))
+    if addresses:
+        at = sa.and_(D.project == project, sa.tuple_(D.namespace, D.key).in_(sorted(addresses)))
+        wanted = sa.or_(wanted, at)
+    statement = sa.select(D.id).where(wanted).order_by(D.id).with_for_update()
+    conn.execute(statement, {"ids": ids_value("postgresql", sorted(set(ids)))}).all()
 
 
 def touch_documents(
@@ -463,6 +491,9 @@ def put_documents(
         }
         for document in documents
     ]
+    # In address order, so that two batches inserting the same new documents lock
+    # them in one order (lock_documents locked the stored ones).
+    rows.sort(key=lambda row: (row["namespace"], row["key"]))
     statement = _upsert(conn.dialect.name)
     if len(rows) == 1:
         _fast.write(conn, statement, rows[0], column_keys=tuple(rows[0]))
@@ -474,13 +505,13 @@ def delete_documents(
     conn: Connection, *, project: str, addresses: Sequence[tuple[str, str]]
 ) -> list[tuple[str, str]]:
     """Delete the documents at ``addresses`` (namespace text, key); those that were
-    there."""
-    deleted = []
-    for namespace, key in dict.fromkeys(addresses):
+    there, in the order of ``addresses``."""
+    deleted = set()
+    for namespace, key in sorted(set(addresses)):  # one lock order for every batch
         values = {"project": project, "namespace": namespace, "key": key}
         if _fast.write(conn, _DELETE_ONE, values):
-            deleted.append((namespace, key))
-    return deleted
+            deleted.add((namespace, key))
+    return [address for address in dict.fromkeys(addresses) if address in deleted]
 
 
 # --------------------------------------------------------------------------- lifecycle
