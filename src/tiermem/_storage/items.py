@@ -199,7 +199,19 @@ _ACCESS = (
     )
     .returning(*item_table.c)
 )
-_TOUCH_IDS = _ACCESS.where(IC.id.in_(sa.bindparam("ids", expanding=True)))
+_LOCKED = item_table.alias("locked")
+#: The rows are locked in id order first (on PostgreSQL; SQLite has one writer at a
+#: time): an ``UPDATE`` locks rows in the order it meets them on disk, which moves as
+#: they are updated, and two searches touching the same items in different orders
+#: could each hold a row the other waits for.
+_TOUCH_IDS = _ACCESS.where(
+    IC.id.in_(
+        sa.select(_LOCKED.c.id)
+        .where(_LOCKED.c.id.in_(sa.bindparam("ids", expanding=True)))
+        .order_by(_LOCKED.c.id)
+        .with_for_update()
+    )
+)
 _TOUCH_KEY = _ACCESS.where(
     IC.scope_pk == sa.bindparam("pk"),
     IC.layer == "semantic",
