@@ -80,3 +80,39 @@ def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:
             assert sorted(answered) == sorted(expected), (
                 f"call {sorted(expected)} answered by {answered}"
             )
+
+
+def pg_vector_sql(conn: sa.Connection, table: str) -> str:
+    """PostgreSQL: how ``table``'s search vector is computed, wherever it lives: the
+    expression of its stored ``fts`` column, else that of the function its GIN index
+    is built on."""
+    found = conn.exec_driver_sql(
+        "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
+        "JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+        "WHERE a.attrelid = to_regclass(%(t)s) AND a.attname = 'fts' AND NOT a.attisdropped",
+        {"t": table},
+    ).scalar()
+    if found is None:
+        found = conn.exec_driver_sql(
+            "SELECT pg_get_indexdef(to_regclass(%(i)s))", {"i": f"ix_{table}_fts"}
+        ).scalar_one()
+        assert found is not None, f"{table} has no search vector"
+        found = found[found.index("USING gin (") + len("USING gin (") :]
+        function = found[: found.index("(")]
+        if function.endswith("_vector"):  # the body of the function the index calls
+            body = conn.exec_driver_sql(
+                "SELECT prosrc FROM pg_proc WHERE oid = to_regproc(%(f)s)", {"f": function}
+            ).scalar_one()
+            found = body.removeprefix("BEGIN RETURN ").removesuffix("; END")
+    return str(found)
+
+
+def has_stored_vector(conn: sa.Connection, table: str) -> bool:
+    """PostgreSQL: whether ``table`` keeps its search vector in a column."""
+    return bool(
+        conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%(t)s) "
+            "AND attname = 'fts' AND NOT attisdropped",
+            {"t": table},
+        ).scalar_one()
+    )

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from tiermem import ConversationMemory
 from tiermem._storage.migrations import upgrade
 
+from .helpers import pg_vector_sql
 from .test_tiers_migration import downgrade, fixture_db, fixture_url  # noqa: F401 (fixtures)
 
 
@@ -23,14 +24,7 @@ def _stemmed(db: Engine) -> bool:
                 sa.text("SELECT sql FROM sqlite_master WHERE name = 'tiermem_entry_fts'")
             ).scalar_one()
             return "porter" in str(sql)
-        expression = conn.execute(
-            sa.text(
-                "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
-                "JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
-                "WHERE a.attrelid = to_regclass('tiermem_entry') AND a.attname = 'fts'"
-            )
-        ).scalar_one()
-        return "'english'" in str(expression)
+        return "'english'" in pg_vector_sql(conn, "tiermem_entry")
 
 
 def _has_vectors(db: Engine) -> bool:

@@ -8,33 +8,28 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory
+from tiermem._storage import fts
 from tiermem._storage.migrations import upgrade
 
+from .helpers import has_stored_vector, pg_vector_sql
 from .test_tiers_migration import downgrade, fixture_db, fixture_url  # noqa: F401 (fixtures)
 
 TABLES = ("tiermem_entry", "tiermem_layer_item", "tiermem_document")
 TEXT = "Herons nest by the lake; the herons came back in March."
+_ENTRY_VECTOR = fts.pg_vector(fts.ENTRY_INDEX, "")
 
 
 def _stripped(db: Engine) -> dict[str, bool]:
-    """Per table, whether its generated ``fts`` column strips positions."""
+    """Per table, whether its search vector strips positions (a stored column's, or
+    its index's where the vector is not stored)."""
     with db.connect() as conn:
-        return {
-            table: conn.exec_driver_sql(
-                "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
-                "JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
-                "WHERE a.attrelid = to_regclass(%(t)s) AND a.attname = 'fts'",
-                {"t": table},
-            )
-            .scalar_one()
-            .startswith("strip(")
-            for table in TABLES
-        }
+        return {table: pg_vector_sql(conn, table).startswith("strip(") for table in TABLES}
 
 
 def _vector(db: Engine) -> str:
     with db.connect() as conn:
-        return str(conn.exec_driver_sql("SELECT fts FROM tiermem_entry").scalar_one())
+        vector = "fts" if has_stored_vector(conn, "tiermem_entry") else _ENTRY_VECTOR
+        return str(conn.exec_driver_sql(f"SELECT {vector} FROM tiermem_entry").scalar_one())
 
 
 @pytest.mark.parametrize("backend", ["postgres"])

@@ -11,6 +11,7 @@ from tiermem._storage import fts
 from tiermem._storage.migrations import VERSION_TABLE, upgrade
 from tiermem._storage.tables import EXTRA_DDL, FULL_TEXT_INDEXES, TABLES
 
+from .helpers import pg_vector_sql
 from .test_tiers_migration import downgrade, fixture_db, fixture_url  # noqa: F401 (fixtures)
 
 #: Kinds of schema objects compared, and the columns of every listed table.
@@ -41,7 +42,10 @@ def expected(dialect: str) -> Objects:
             found["trigger"] |= {f"{index.name}_{when}" for when in ("ai", "ad", "au")}
         else:
             found["index"].add(f"ix_{index.name}")
-            found[f"columns of {index.table.name}"].add("fts")
+            if index.stored:
+                found[f"columns of {index.table.name}"].add("fts")
+            else:
+                found["function"].add(f"{index.name}_vector")
     for extra in EXTRA_DDL:
         if extra.dialect == dialect:
             found["trigger"].add(extra.name)
@@ -121,13 +125,7 @@ def _stemmed(conn: Connection, index: fts.FtsIndex) -> bool:
             "SELECT sql FROM sqlite_master WHERE name = ?", (index.name,)
         ).scalar_one()
         return fts.SQLITE_TOKENIZER in str(sql)
-    expression = conn.exec_driver_sql(
-        "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
-        "JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
-        "WHERE a.attrelid = to_regclass(%(t)s) AND a.attname = 'fts'",
-        {"t": index.table.name},
-    ).scalar_one()
-    return f"'{fts.PG_CONFIG}'" in str(expression)
+    return f"'{fts.PG_CONFIG}'" in pg_vector_sql(conn, index.table.name)
 
 
 def test_stemming_migration_covers_every_full_text_index(url: str, db: Engine) -> None:

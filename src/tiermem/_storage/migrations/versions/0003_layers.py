@@ -12,6 +12,8 @@ Revises: 0002
 
 from __future__ import annotations
 
+import dataclasses
+
 from alembic import op
 
 from tiermem._storage import fts
@@ -26,8 +28,8 @@ def upgrade() -> None:
     bind = op.get_bind()
     for table in (scope_table, item_table):
         table.create(bind, checkfirst=True)
-    for index in (fts.ENTRY_INDEX, ITEM_INDEX):
-        fts.install_index(bind, index)
+    for index in (fts.ENTRY_INDEX, ITEM_INDEX):  # stored vectors until revision 0023
+        fts.install_index(bind, dataclasses.replace(index, stored=True))
 
 
 def downgrade() -> None:

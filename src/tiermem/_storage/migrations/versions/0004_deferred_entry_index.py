@@ -24,10 +24,11 @@ down_revision = "0003"
 
 def upgrade() -> None:
     """Rebuild the entry index with pending rows."""
-    fts.install_index(op.get_bind(), fts.ENTRY_INDEX)
+    # PostgreSQL's vector is a stored column until revision 0023.
+    fts.install_index(op.get_bind(), dataclasses.replace(fts.ENTRY_INDEX, stored=True))
 
 
 def downgrade() -> None:
     """Rebuild the entry index with per-row triggers (pending rows are indexed)."""
     bind = op.get_bind()
-    fts.install_index(bind, dataclasses.replace(fts.ENTRY_INDEX, deferred=False))
+    fts.install_index(bind, dataclasses.replace(fts.ENTRY_INDEX, deferred=False, stored=True))

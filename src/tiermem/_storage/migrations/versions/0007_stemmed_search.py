@@ -11,6 +11,8 @@ Revises: 0006
 
 from __future__ import annotations
 
+import dataclasses
+
 from alembic import op
 
 from tiermem._storage import fts
@@ -23,12 +25,12 @@ down_revision = "0006"
 def upgrade() -> None:
     """Rebuild every full-text index with stemming."""
     bind = op.get_bind()
-    for index in FULL_TEXT_INDEXES:
-        fts.install_index(bind, index)
+    for index in FULL_TEXT_INDEXES:  # stored vectors until revision 0023
+        fts.install_index(bind, dataclasses.replace(index, stored=True))
 
 
 def downgrade() -> None:
     """Rebuild every full-text index without stemming (revision 0006's words)."""
     bind = op.get_bind()
     for index in FULL_TEXT_INDEXES:
-        fts.install_index(bind, index, stemmed=False)
+        fts.install_index(bind, dataclasses.replace(index, stored=True), stemmed=False)

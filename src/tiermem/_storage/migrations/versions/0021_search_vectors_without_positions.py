@@ -36,7 +36,8 @@ def _rebuild(*, positions: bool) -> None:
             continue
         found = bind.exec_driver_sql("SELECT to_regclass(%(t)s)", {"t": index.table.name})
         if found.scalar() is not None:
-            fts.install_index(bind, dataclasses.replace(index, positions=positions))
+            # Stored vectors until revision 0023.
+            fts.install_index(bind, dataclasses.replace(index, positions=positions, stored=True))
 
 
 def upgrade() -> None:
