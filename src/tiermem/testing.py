@@ -32,6 +32,7 @@ from . import signals
 from ._storage import events
 from ._storage.text_copies import count_copies
 from .doctor import find_violations
+from .errors import InvalidArgument
 from .offline_embeddings import CachedEmbeddings, E5Embeddings
 
 if TYPE_CHECKING:
@@ -221,7 +222,12 @@ def stored_copies(target: Engine | Any, texts: list[str]) -> float:
     Args:
         target: an engine or a ``ConversationMemory``.
         texts: the texts to look for (at least one).
+
+    Raises:
+        InvalidArgument: when ``texts`` is empty (an average of nothing).
     """
+    if not texts:
+        raise InvalidArgument("stored_copies needs at least one text")
     engine = getattr(target, "engine", target)
     return count_copies(engine, texts) / len(texts)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 
 import sqlalchemy as sa
@@ -116,3 +117,13 @@ def has_stored_vector(conn: sa.Connection, table: str) -> bool:
             {"t": table},
         ).scalar_one()
     )
+
+
+#: The logger of the storage layer's retries (a deadlock or serialization failure).
+RETRY_LOGGER = "tiermem._storage.database"
+
+
+def deadlock_retries(records: Sequence[logging.LogRecord]) -> list[str]:
+    """The logged retries of transactions that failed with a deadlock (SQLSTATE
+    40P01); a test captures :data:`RETRY_LOGGER` at INFO to see them."""
+    return [r.getMessage() for r in records if "SQLSTATE 40P01" in r.getMessage()]

@@ -3,12 +3,14 @@ the message JSON beside it; every way of reading the entry gets the message whol
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from sqlalchemy.engine import Engine
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem.doctor import find_violations
+from tiermem.errors import InvalidArgument
 from tiermem.testing import FakeSummarizer, stored_copies
 
 from ..conftest import MemoryFactory
@@ -84,6 +86,8 @@ def test_stored_copies_counts_each_stored_text(make_memory: MemoryFactory) -> No
     memory.add_messages("t", [HumanMessage(texts[0])])
     assert stored_copies(memory, texts[:1]) == 2.0
     assert stored_copies(memory.engine, ["never said anywhere"]) == 0.0
+    with pytest.raises(InvalidArgument):
+        stored_copies(memory, [])
 
 
 def test_an_imported_session_keeps_its_text_once(

@@ -307,10 +307,14 @@ def flush(conn: Connection, index: FtsIndex = ENTRY_INDEX) -> None:
         _driver.execute_sql(conn, statement).close()
 
 
+def _columns_read(*sql: str) -> set[str]:
+    """Columns of the base table that the expressions ``sql`` (with ``{r}``) read."""
+    return set(re.findall(r"\{r\}(\w+)", " ".join(sql)))
+
+
 def _referenced(index: FtsIndex) -> set[str]:
     """Columns of the base table the indexed expressions read."""
-    text = " ".join([index.partition_sql, "{r}id"] + [column.sql for column in index.columns])
-    return set(re.findall(r"\{r\}(\w+)", text))
+    return _columns_read(index.partition_sql, "{r}id", *(column.sql for column in index.columns))
 
 
 def _pg_expression(index: FtsIndex, config: str, qualifier: str = "") -> str:
@@ -352,8 +356,7 @@ def _pg_function(index: FtsIndex) -> str:
 
 def _pg_arguments(index: FtsIndex) -> list[str]:
     """The columns an unstored index's function takes (those its texts read), in order."""
-    text = " ".join(column.sql for column in index.columns)
-    return sorted(set(re.findall(r"\{r\}(\w+)", text)))
+    return sorted(_columns_read(*(column.sql for column in index.columns)))
 
 
 def pg_vector(index: FtsIndex, qualifier: str) -> str:
