@@ -28,6 +28,7 @@ from tiermem._core.messages import (
     store_text,
     stored_message,
 )
+from tiermem._core.packing import unpack
 
 HOLLOWED = [
     HumanMessage("What did I say about Lisbon?", id="h-1"),
@@ -71,8 +72,9 @@ def test_a_message_whose_text_is_not_its_content_is_stored_whole(message: BaseMe
     content (it is stripped) keep the JSON as it is; it reads back as before."""
     whole = serialize(message, max_chars=10**6)
     text = render_text(message)
-    assert hollow(whole, message, text) == whole
-    assert stored_message(whole, store_text(text)) == whole
+    kept = hollow(whole, message, text)
+    assert unpack(kept) == whole  # packed (see test_packed_messages), not hollowed
+    assert stored_message(kept, store_text(text)) == whole
     assert deserialize(whole) == message
 
 
@@ -89,7 +91,9 @@ def test_two_messages_with_one_shell_are_cached_apart() -> None:
     """Messages that differ only in their text share a hollow JSON: the cache keys
     them by the JSON and the text together."""
     first, second = HumanMessage("first text"), HumanMessage("second text")
-    shells = {hollow(serialize(m, max_chars=10**6), m, render_text(m)) for m in (first, second)}
+    shells = {
+        unpack(hollow(serialize(m, max_chars=10**6), m, render_text(m))) for m in (first, second)
+    }
     assert len(shells) == 1
     (shell,) = shells
     assert parse_entry((shell, "first text")) == first

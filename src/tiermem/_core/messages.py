@@ -23,6 +23,7 @@ from pydantic_core import PydanticUndefined
 
 from ..errors import EntryTooLarge, InvalidContent, InvalidSessionId
 from ..types import EntryType
+from .packing import pack, unpack
 
 _SESSION_ID_MAX = 255
 #: The longest message id stored (the ``message_id`` column is VARCHAR(255) on
@@ -164,7 +165,12 @@ def hollow(message_json: str, message: BaseMessage, text: str) -> str:
     """What an entry's row keeps of ``message_json`` beside ``text``, its ``content``
     column: when the message's content is that text, or begins it, the JSON with a
     number in its place, so that the row holds the text once (:func:`stored_message`
-    and :func:`full_json` put it back); any other JSON unchanged."""
+    and :func:`full_json` put it back); any other JSON unchanged. Either way packed
+    (:func:`pack`)."""
+    return pack(_hollow(message_json, message, text))
+
+
+def _hollow(message_json: str, message: BaseMessage, text: str) -> str:
     content = message.content
     if type(content) is not str or not content or not text.startswith(content):
         return message_json
@@ -198,6 +204,7 @@ def _hole(stored: str) -> tuple[int, int, int] | None:
 def stored_message(stored: str, text: str) -> StoredMessage:
     """The message of an entry's row: ``stored`` its ``message`` column, ``text`` its
     ``content`` column (as stored)."""
+    stored = unpack(stored)
     return stored if _hole(stored) is None else (stored, load_text(text))
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from .._core.clock import as_utc
 from .._core.messages import classify, deserialize, load_text, render_text, stored_message
+from .._core.packing import unpack
 from .._core.shape import provider_shape_problems
 from .._core.structure import EntryFacts, SummaryFacts, session_problems, unanswered_calls
 from ..tiers import MemoryTier, TierPolicy, calculate_tier
@@ -386,7 +387,7 @@ def _tool_facts(kind: str, raw: str | None) -> tuple[tuple[tuple[str, str], ...]
     if raw is None:
         return (), None
     try:
-        data = json.loads(raw)["data"]
+        data = json.loads(unpack(raw))["data"]
         if kind == "tool_call":
             calls = data.get("tool_calls") or []
             # A call without an id is never answered and pairs with nothing.

@@ -244,6 +244,7 @@ class TieredSaver(BaseCheckpointSaver[str]):
         stripped: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = stripped.pop("channel_values")
         versions = stripped.pop("channel_versions")  # kept once, as the row's versions
+        del stripped["id"]  # kept once, as the row's checkpoint id
         blobs: dict[tuple[str, str], Typed | None] = {}
         messages: dict[tuple[str, str], list[BaseMessage]] = {}
         inputs: dict[tuple[str, str], dict[str, list[BaseMessage]]] = {}
@@ -282,6 +283,8 @@ class TieredSaver(BaseCheckpointSaver[str]):
 
     def _tuple(self, stored: StoredCheckpoint) -> CheckpointTuple:
         checkpoint: Checkpoint = self.serde.loads_typed(stored.checkpoint)
+        # Rows stored before the id was left out of the checkpoint hold the same id.
+        checkpoint["id"] = stored.checkpoint_id
         checkpoint["channel_versions"] = stored.versions
         values = {channel: self.serde.loads_typed(v) for channel, v in stored.values.items()}
         values.update(stored.messages)

@@ -91,3 +91,34 @@ def test_the_newest_checkpoint_is_read_without_sorting_the_thread(url: str) -> N
                 explain = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", args)
                 plan = [str(row[3]) for row in explain]
     assert not any("Sort" in line or "TEMP B-TREE" in line for line in plan), plan
+
+
+def test_a_checkpoint_keeps_its_id_once(tmp_path: Path) -> None:
+    """The id is the row's ``checkpoint_id`` and no longer also inside the serialized
+    checkpoint (40 bytes a checkpoint); a read gives it back, and a row stored with
+    the id inside reads the same."""
+    path = tmp_path / "ids.db"
+    builder = StateGraph(MessagesState)
+    builder.add_node("answer", _answer)
+    builder.add_edge(START, "answer")
+    with TieredSaver.from_url(f"sqlite:///{path}") as saver:
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("question", id="q0")]}, CONFIG)
+        newest = saver.get_tuple(CONFIG)
+        assert newest is not None
+        checkpoint_id = newest.checkpoint["id"]
+        assert checkpoint_id == newest.config["configurable"]["checkpoint_id"]
+        with sqlite3.connect(path) as conn:
+            (blob,) = conn.execute(
+                "SELECT checkpoint FROM tiermem_checkpoint WHERE checkpoint_id = ?",
+                (checkpoint_id,),
+            ).fetchone()
+            assert checkpoint_id.encode() not in blob
+            _, old = saver.serde.dumps_typed(
+                {**saver.serde.loads_typed(("msgpack", blob)), "id": checkpoint_id}
+            )
+            conn.execute(
+                "UPDATE tiermem_checkpoint SET checkpoint = ? WHERE checkpoint_id = ?",
+                (old, checkpoint_id),
+            )
+        assert saver.get_tuple(CONFIG) == newest
