@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tiermem import ConversationMemory, MemoryConfig
 from tiermem._storage import checks as invariants
-from tiermem._storage import sessions, store, summaries
+from tiermem._storage import sessions, store, structure_checks, summaries
 from tiermem.testing import FakeSummarizer, check_invariants
 
 from ..conftest import MemoryFactory
@@ -118,7 +118,7 @@ def test_checker_reads_one_snapshot(
     memory = make_memory(config=CONFIG, summarizer=FakeSummarizer())
     worker = make_memory(config=CONFIG, summarizer=FakeSummarizer())
     _conversation(memory, "s", 6)
-    summary_rows = invariants._summary_rows
+    summary_rows = structure_checks._summary_rows
     fired: list[bool] = []
 
     def rows_then_a_commit(conn: Connection) -> Any:
@@ -128,7 +128,7 @@ def test_checker_reads_one_snapshot(
             _in_thread(lambda: worker.compress("s", force=True, keep=2))
         return rows
 
-    monkeypatch.setattr(invariants, "_summary_rows", rows_then_a_commit)
+    monkeypatch.setattr(structure_checks, "_summary_rows", rows_then_a_commit)
     assert invariants.find_violations(engine) == []
     assert fired
     assert memory.get_stats("s").summaries == 1

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 import tiermem
 from tiermem import MemoryConfig
+from tiermem._storage.coverage import SUMMARY_OF
 from tiermem._storage.schema import entry_table, session_table, summary_table
 from tiermem.testing import FakeSummarizer, ManualClock
 
@@ -31,6 +32,7 @@ CONTENT_COLUMNS = (
     "summary_tokens",
     "encoding",
     "pending_calls",
+    "compressed_seq",
 )
 
 
@@ -50,8 +52,9 @@ def stored_shape(engine: Engine, session_id: str) -> dict[str, Any]:
                 .order_by(M.first_seq, M.level)
             )
         ]
+        # The summary each entry is covered by, whether its row names it or its range's.
         links = conn.execute(
-            sa.select(E.seq, E.summary_id).where(E.session_pk == session["pk"]).order_by(E.seq)
+            sa.select(E.seq, SUMMARY_OF).where(E.session_pk == session["pk"]).order_by(E.seq)
         ).all()
     position = {row["id"]: index for index, row in enumerate(rows)}
     summaries = [

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from typer.testing import CliRunner
 
+from tiermem._storage import statements
 from tiermem._storage.schema import entry_table, session_table, summary_table
 from tiermem.cli import app
 
@@ -46,9 +47,7 @@ def _corrupt_counter(conn: Connection) -> None:
 def _cross_link(conn: Connection) -> None:
     foreign = conn.execute(sa.select(M.id).where(M.session_pk == _pk(conn, "b"))).scalar_one()
     victim = conn.execute(
-        sa.select(sa.func.min(E.id)).where(
-            E.session_pk == _pk(conn, "a"), E.summary_id.is_not(None)
-        )
+        sa.select(sa.func.min(E.id)).where(E.session_pk == _pk(conn, "a"), statements.COMPRESSED)
     ).scalar_one()
     conn.execute(sa.update(entry_table).where(E.id == victim).values(summary_id=foreign))
 

@@ -11,6 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sqlalchemy.engine import Connection
 
 from tiermem import ConversationMemory, MemoryConfig, TierPolicy
+from tiermem._storage import statements
+from tiermem._storage.coverage import SUMMARY_OF
 from tiermem._storage.schema import entry_table, session_table, summary_table
 from tiermem.doctor import find_violations, provider_shape_problems
 from tiermem.testing import FakeSummarizer, ManualClock
@@ -38,7 +40,8 @@ def _orphan(conn: Connection) -> None:
 
 
 def _unlink(conn: Connection) -> None:
-    conn.execute(sa.update(entry_table).values(summary_id=None))
+    """The compressed prefix forgotten: the summaries' entries no longer covered."""
+    conn.execute(sa.update(session_table).values(compressed_seq=0))
 
 
 def _stub(conn: Connection) -> None:
@@ -46,7 +49,13 @@ def _stub(conn: Connection) -> None:
 
 
 def _pin_compressed(conn: Connection) -> None:
-    conn.execute(sa.update(entry_table).where(E.summary_id.is_not(None)).values(pinned=True))
+    """Compressed entries pinned, still naming their summary (a pinned entry within
+    the prefix is otherwise active)."""
+    conn.execute(
+        sa.update(entry_table)
+        .where(statements.COMPRESSED)
+        .values(pinned=True, summary_id=SUMMARY_OF)
+    )
 
 
 def _half_claim(conn: Connection) -> None:

@@ -255,7 +255,7 @@ TABLE_WRITES = {
     "entry": (
         r"(insert|update)\(entry_table",
         r"(INSERT INTO|UPDATE) tiermem_entry\b",
-        r"\b(INSERT_ENTRIES|LINK_ENTRIES)\b",
+        r"\bINSERT_ENTRIES\b",
     ),
     "session": (
         r"(insert|update)\((conn, )?session_table",

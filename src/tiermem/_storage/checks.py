@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import json
-from collections import defaultdict
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,10 +12,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from .._core.clock import as_utc
 from .._core.messages import classify, deserialize, load_text, render_text, stored_message
-from .._core.packing import unpack
 from .._core.shape import provider_shape_problems
-from .._core.structure import EntryFacts, SummaryFacts, session_problems, unanswered_calls
 from ..tiers import MemoryTier, TierPolicy, calculate_tier
+from . import statements as _sql
+from . import structure_checks
 from .database import translate_error
 from .rows import SessionRecord
 from .schema import entry_table, session_table, summary_table
@@ -107,7 +104,7 @@ def _violations(
     problems = [messages[row[0]].format(*row[1:]) for row in rows]
     problems += _counters(conn)
     problems += _sequences(conn)
-    problems += _structure(conn)
+    problems += structure_checks.structure(conn)
     problems += _tiers(conn, now, policy)
     if deep:
         problems += _deep(conn)
@@ -171,7 +168,7 @@ def _orphans(present: frozenset[str], checks: list[Check]) -> None:
 
 
 def _counters(conn: Connection) -> list[str]:
-    active = sa.and_(E.summary_id.is_(None), E.retired_at.is_(None))
+    active = _sql.ACTIVE
     entries = (
         sa.select(
             E.session_pk.label("pk"),
@@ -252,11 +249,37 @@ def _sequences(conn: Connection) -> list[str]:
 def _summaries(checks: list[Check]) -> None:
     """The recorded entry counts of summaries (the structure itself is checked by
     :func:`_structure`)."""
-    linked = sa.select(sa.func.count(E.id)).where(E.summary_id == M.id).scalar_subquery()
+    # The entries a level-1 summary covers: the unpinned ones of its range that are
+    # current and within the compressed prefix, or that name it (see coverage).
+    current = sa.and_(
+        E.summary_id.is_(None), E.retired_at.is_(None), E.seq <= _sql.ENTRY_COMPRESSED_UP_TO
+    )
+    linked = (
+        sa.select(sa.func.count(E.id))
+        .where(
+            E.session_pk == M.session_pk,
+            E.seq.between(M.first_seq, M.last_seq),
+            E.pinned.is_(False),
+            sa.or_(E.summary_id == M.id, current),
+        )
+        .scalar_subquery()
+    )
     checks.append(
         (
             sa.select(M.id, M.entry_count, linked).where(M.level == 1, M.entry_count != linked),
             "I2 summary {0} records {1} entries but links {2}",
+        )
+    )
+    # Compression moves a session's compressed_seq to the end of its summary's range.
+    ends = (
+        sa.select(sa.func.coalesce(sa.func.max(M.last_seq), 0))
+        .where(M.session_pk == S.pk, M.level == 1)
+        .scalar_subquery()
+    )
+    checks.append(
+        (
+            sa.select(S.session_id, S.compressed_seq, ends).where(S.compressed_seq != ends),
+            "I2 session {0!r}: compressed_seq {1}, but its summaries end at seq {2}",
         )
     )
     # A merged summary records the entries of its children (a merge reads no entry ids).
@@ -272,129 +295,6 @@ def _summaries(checks: list[Check]) -> None:
             "I2 merged summary {0} records {1} entries but its children hold {2}",
         )
     )
-
-
-#: Entry types whose stored message the structural pass reads (for its tool calls).
-_TOOL_TYPES = ("tool_call", "tool_result")
-#: Entry rows fetched at a time by the structural pass.
-_BATCH = 2_000
-
-
-def _structure(conn: Connection) -> list[str]:
-    """The structural rules an import also enforces (:mod:`tiermem._core.structure`),
-    session by session (by row: two projects may both have a session ``chat-1``),
-    and ``pending_calls`` against the calls left unanswered."""
-    summaries = _summary_rows(conn)
-    sessions = conn.execute(sa.select(S.pk, S.session_id, S.pending_calls).order_by(S.pk)).all()
-    message = sa.case((E.type.in_(_TOOL_TYPES), E.message), else_=sa.null())
-    rows = conn.execute(
-        sa.select(
-            E.session_pk,
-            E.seq,
-            E.pinned,
-            E.summary_id,
-            E.timestamp,
-            E.type,
-            message,
-            E.retired_at.is_not(None),
-        )
-        .order_by(E.session_pk, E.seq)
-        .execution_options(yield_per=_BATCH)
-    )
-    problems: list[str] = []
-    try:
-        groups = itertools.groupby(rows, key=lambda row: int(row[0]))
-        group = next(groups, None)
-        for pk, sid, pending in sessions:
-            while group is not None and group[0] < pk:  # entries of no session: see _orphans
-                group = next(groups, None)
-            entries = list(group[1]) if group is not None and group[0] == pk else []
-            problems += _session_structure(sid, pending, summaries.get(pk, []), entries)
-    finally:
-        rows.close()  # entries of no session may be left unread (a server-side cursor)
-    return problems
-
-
-def _summary_rows(conn: Connection) -> dict[int, list[Any]]:
-    """Every summary, by session pk, in the order of an export (first seq, level)."""
-    summaries: defaultdict[int, list[Any]] = defaultdict(list)
-    query = sa.select(
-        M.session_pk,
-        M.id,
-        M.level,
-        M.first_seq,
-        M.last_seq,
-        M.parent_id,
-        M.created_at,
-        M.content,
-        M.token_count,
-        M.original_token_count,
-    ).order_by(M.session_pk, M.first_seq, M.level, M.id)
-    for row in conn.execute(query):
-        summaries[row[0]].append(row)
-    return summaries
-
-
-def _session_structure(
-    sid: str, pending: str | None, summary_rows: Sequence[Any], entry_rows: Sequence[Any]
-) -> list[str]:
-    positions = {row[1]: position for position, row in enumerate(summary_rows)}
-    nowhere = len(summary_rows)  # the position of a summary not in this session
-    summaries = [
-        SummaryFacts(
-            level=row[2],
-            first_seq=row[3],
-            last_seq=row[4],
-            parent=None if row[5] is None else positions.get(row[5], nowhere),
-            created_at=as_utc(row[6]),
-            content=load_text(row[7]),
-            tokens=row[8],
-            original_tokens=row[9],
-        )
-        for row in summary_rows
-    ]
-    entries = [
-        EntryFacts(
-            row[1],
-            bool(row[2]),
-            None if row[3] is None else positions.get(row[3], nowhere),
-            as_utc(row[4]),
-            *_tool_facts(row[5], row[6]),
-            retired=bool(row[7]),
-        )
-        for row in entry_rows
-    ]
-    problems = []
-    for problem in session_problems(entries, summaries):
-        if problem.kind == "entries":
-            names = [f"entry seq {entries[position].seq}" for position in problem.where]
-        else:
-            names = [f"summary {summary_rows[position][1]}" for position in problem.where]
-        where = f" {' and '.join(names)}" if names else ""
-        problems.append(f"{problem.invariant} session {sid!r}{where}: {problem.message}")
-    unanswered = unanswered_calls(entries)
-    if json.loads(pending or "{}") != unanswered:
-        problems.append(
-            f"I5 session {sid!r}: pending_calls {pending} do not match the unanswered "
-            f"calls {json.dumps(unanswered, sort_keys=True)}"
-        )
-    return problems
-
-
-def _tool_facts(kind: str, raw: str | None) -> tuple[tuple[tuple[str, str], ...], str | None]:
-    """The tool calls an entry makes and the call it answers, from its stored JSON
-    (a message that does not load is reported by the deep checks)."""
-    if raw is None:
-        return (), None
-    try:
-        data = json.loads(unpack(raw))["data"]
-        if kind == "tool_call":
-            calls = data.get("tool_calls") or []
-            # A call without an id is never answered and pairs with nothing.
-            return tuple((c["id"], c.get("name") or "") for c in calls if c.get("id")), None
-        return (), str(data.get("tool_call_id") or "")
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return (), None
 
 
 def _session_rows(checks: list[Check]) -> None:

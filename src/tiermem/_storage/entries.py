@@ -1,6 +1,7 @@
 """The writes of the entries table (``tiermem_entry``): an append's rows with their
-change-feed events, an import's rows in batches, the link of compressed entries to
-their summary, and the mark of retired ones (:mod:`tiermem._storage.retired`). No
+change-feed events, an import's rows in batches, the count of the entries a
+compression covers (it writes none: see :mod:`tiermem._storage.coverage`), and the
+mark of retired ones (:mod:`tiermem._storage.retired`). No
 other module writes the table but the session delete cascade
 (:mod:`tiermem._storage.cascade`)."""
 
@@ -16,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from ..types import MemoryEntry
 from . import _fast as _driver
-from . import events
+from . import coverage, events
 from . import failpoints as _failpoints
 from . import statements as _sql
 from .schema import entry_table
@@ -26,7 +27,7 @@ __all__ = [
     "IMPORT_BATCH",
     "import_rows",
     "insert",
-    "link_to_summary",
+    "count_covered",
     "mark_retired",
 ]
 
@@ -98,13 +99,12 @@ def import_rows(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         _failpoints.hit("import.mid_batch")
 
 
-def link_to_summary(
-    conn: Connection, session_pk: int, first_seq: int, last_seq: int, summary_id: int
-) -> int:
-    """Link the unpinned active entries ``first_seq..last_seq`` of a session to the
-    summary that compressed them; how many were linked."""
-    link = {"pk_": session_pk, "first": first_seq, "last": last_seq, "sid": summary_id}
-    return _driver.write(conn, _sql.LINK_ENTRIES, link)
+def count_covered(conn: Connection, session_pk: int, last_seq: int) -> int:
+    """How many entries a compression of session ``session_pk`` up to ``last_seq``
+    covers: its unpinned active entries up to that seq (the compression itself only
+    moves the session's ``compressed_seq``; no entry is written)."""
+    values = {"pk_": session_pk, "last": last_seq}
+    return int(_driver.fetch_rows(conn, _sql.COUNT_COVERED, values)[0][0])
 
 
 def mark_retired(
@@ -113,10 +113,12 @@ def mark_retired(
     """Mark the session's current entries among ``entry_ids`` retired at ``now``;
     (entry id, tokens, compressed) of each one marked."""
     row = entry_table.c
+    # A compressed entry's summary is read off the ranges while it is current; once
+    # retired, its row says it (see coverage).
     marked = conn.execute(
         sa.update(entry_table)
         .where(row.session_pk == session_pk, row.id.in_(list(entry_ids)), row.retired_at.is_(None))
-        .values(retired_at=now)
+        .values(retired_at=now, summary_id=coverage.SUMMARY_OF)
         .returning(row.id, row.token_count, row.summary_id)
     )
     return [(int(pk), int(tokens), summary is not None) for pk, tokens, summary in marked]

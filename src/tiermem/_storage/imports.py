@@ -155,6 +155,10 @@ class ImportPlan:
                     "summary_tokens": sum(self.summary_tokens[i] for i in top),
                     "encoding": self.encoding,
                     "pending_calls": json.dumps(self.pending_calls),  # in call order, as appends
+                    "compressed_seq": max(
+                        (summary.last_seq for summary in state.summaries if summary.level == 1),
+                        default=0,
+                    ),
                 },
             )
             if pk is not None:

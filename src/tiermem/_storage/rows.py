@@ -43,6 +43,7 @@ class SessionRecord:
     claim_expires_at: datetime | None
     failures: int
     backoff_until: datetime | None
+    compressed_seq: int = 0
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> SessionRecord:

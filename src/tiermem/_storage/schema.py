@@ -75,6 +75,11 @@ class SessionRow(SQLModel, table=True):
     claim_expires_at: datetime | None = Field(default=None, sa_type=utc_column())
     failures: int = 0
     backoff_until: datetime | None = Field(default=None, sa_type=utc_column())
+    #: The last seq compressed: compression takes a prefix, so every current,
+    #: unpinned entry up to it is covered by the level-1 summary whose range holds
+    #: its seq, and every active entry is after it or pinned. Compression moves it
+    #: and rewrites no entry.
+    compressed_seq: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class SummaryRow(SQLModel, table=True):
@@ -123,7 +128,15 @@ class EntryRow(SQLModel, table=True):
     __tablename__ = "tiermem_entry"
     __table_args__ = (
         sa.UniqueConstraint("session_pk", "seq", name="uq_tiermem_entry_session_seq"),
-        sa.Index("ix_tiermem_entry_active", "session_pk", "summary_id", "seq"),
+        # The active entries are the session's entries after its compressed_seq (the
+        # unique index reads them) and its pinned ones before it (this one does).
+        sa.Index(
+            "ix_tiermem_entry_pinned",
+            "session_pk",
+            "seq",
+            sqlite_where=sa.text("pinned = 1"),
+            postgresql_where=sa.text("pinned"),
+        ),
         # Partial: lookups always name an id, and appends of messages without one
         # then never write to it.
         sa.Index(
@@ -157,6 +170,11 @@ class EntryRow(SQLModel, table=True):
     token_count: int
     pinned: bool = False
     meta: str = Field(default="{}", sa_type=sa.Text)
+    #: The level-1 summary of a compressed entry, where its row names it: a retired
+    #: entry that was compressed when it was retired, an imported one, or one stored
+    #: before migration 0025. Compression writes no entry: a current entry's summary is
+    #: the one whose range holds its seq, up to its session's ``compressed_seq``
+    #: (:mod:`tiermem._storage.coverage`).
     summary_id: int | None = Field(
         default=None,
         sa_column=sa.Column(sa.Integer, sa.ForeignKey("tiermem_summary.id"), nullable=True),

@@ -30,7 +30,7 @@ from .._core.clock import as_utc
 from ..tiers import DEFAULT_POLICY, TierPolicy
 from ..types import SearchHit
 from . import _fast as _driver
-from . import fts
+from . import coverage, fts
 from .ranking import BM25_B, BM25_K1, MAX_BONUS, Candidate, bm25, epoch, rank
 from .rows import EntryRecord
 from .schema import entry_table, session_table
@@ -477,7 +477,9 @@ def entry_hits(conn: Connection, ranked: Sequence[tuple[Candidate, float]]) -> l
         .join(session_table, S.pk == E.session_pk)
         .where(E.id.in_(list(scores)))
     )
-    entries = [entry_from_row(sid, EntryRecord(*columns)) for sid, *columns in rows]
+    read = [(str(sid), EntryRecord(*columns)) for sid, *columns in rows]
+    records = coverage.with_summaries(conn, [record for _, record in read])
+    entries = [entry_from_row(sid, record) for (sid, _), record in zip(read, records, strict=True)]
     hits = [SearchHit(entry=entry, score=scores[entry.id]) for entry in entries]
     hits.sort(key=lambda hit: (-hit.score, -hit.entry.id))
     return hits

@@ -25,9 +25,9 @@ from ..types import SessionInfo, SessionStats
 from . import _fast as _driver
 from . import statements as _sql
 from .rows import SessionRecord
-from .schema import dialect_insert, session_table
+from .schema import dialect_insert, session_table, summary_table
 
-S = session_table.c
+S, M = session_table.c, summary_table.c
 
 #: Inserts a writer creating a session tries before it gives up (``StorageBusy``):
 #: each one after the first follows a concurrent create and clear of that session.
@@ -271,18 +271,31 @@ def drop_claim(
 
 
 def finish_claim(conn: Connection, session: SessionRecord) -> SessionRecord:
-    """Store the counters of ``session`` and drop its claim; the row as it is then."""
+    """Store the counters and ``compressed_seq`` of ``session`` and drop its claim; the
+    row as it is then."""
     values = {
         "pk_": session.pk,
         "active_count": session.active_count,
         "active_tokens": session.active_tokens,
         "summary_count": session.summary_count,
         "summary_tokens": session.summary_tokens,
+        "compressed_seq": session.compressed_seq,
     }
     _driver.write(conn, _sql.FINISH_CLAIM, values)
     return dataclasses.replace(
         session, claim_token=None, claim_expires_at=None, failures=0, backoff_until=None
     )
+
+
+def set_compressed_seqs(conn: Connection) -> None:
+    """Set every session's ``compressed_seq`` to the end of its level-1 summaries (the
+    column's first fill, :func:`tiermem._storage.coverage.install`)."""
+    ends = (
+        sa.select(sa.func.coalesce(sa.func.max(M.last_seq), 0))
+        .where(M.session_pk == S.pk, M.level == 1)
+        .scalar_subquery()
+    )
+    conn.execute(sa.update(session_table).values(compressed_seq=ends))
 
 
 # --------------------------------------------------------------------------- tiers

@@ -54,22 +54,77 @@ ACTIVATE = (
 #: Insert entries, returning their ids in parameter order.
 INSERT_ENTRIES = sa.insert(entry_table).returning(E.id, sort_by_parameter_order=True)
 
-#: Whether an entry is active: current (not retired) and not covered by a summary.
-ACTIVE = sa.and_(E.summary_id.is_(None), E.retired_at.is_(None))
+#: The ``compressed_seq`` of session :pk (for statements of that session's entries).
+COMPRESSED_UP_TO = sa.select(S.compressed_seq).where(S.pk == sa.bindparam("pk_")).scalar_subquery()
+#: The ``compressed_seq`` of the session of the entry a statement reads (correlated to
+#: the entry table of the statement it is in; an alias, so that a statement joining
+#: the session table keeps its own).
+_SESSION_OF_ENTRY = session_table.alias("compressed_session")
+ENTRY_COMPRESSED_UP_TO = (
+    sa.select(_SESSION_OF_ENTRY.c.compressed_seq)
+    .where(_SESSION_OF_ENTRY.c.pk == E.session_pk)
+    .scalar_subquery()
+)
+
+#: Whether an entry is compressed: its row names its summary (a retired entry, or
+#: one stored before migration 0025), or it is current, unpinned and within its
+#: session's compressed prefix (see :mod:`tiermem._storage.coverage`).
+COMPRESSED = sa.or_(
+    E.summary_id.is_not(None),
+    sa.and_(E.pinned.is_(False), E.retired_at.is_(None), E.seq <= ENTRY_COMPRESSED_UP_TO),
+)
+#: Whether an entry is active: current (not retired) and not compressed.
+ACTIVE = sa.and_(
+    E.retired_at.is_(None),
+    E.summary_id.is_(None),
+    sa.or_(E.pinned.is_(True), E.seq > ENTRY_COMPRESSED_UP_TO),
+)
+
+#: The active entries of session :pk, in two parts that each read an index range:
+#: those after its compressed prefix (the unique (session, seq) index), and the
+#: pinned ones within it (the partial index of pinned entries). One condition with
+#: OR would read every entry of the session.
+_ACTIVE_AFTER = sa.and_(
+    E.session_pk == sa.bindparam("pk_"),
+    E.seq > COMPRESSED_UP_TO,
+    E.retired_at.is_(None),
+    E.summary_id.is_(None),
+)
+_ACTIVE_PINNED = sa.and_(
+    E.session_pk == sa.bindparam("pk_"),
+    E.pinned == sa.true(),
+    E.seq <= COMPRESSED_UP_TO,
+    E.retired_at.is_(None),
+)
 
 #: Active entries of session :pk in seq order.
-SELECT_ACTIVE = (
-    sa.select(entry_table).where(E.session_pk == sa.bindparam("pk_"), ACTIVE).order_by(E.seq)
-)
+SELECT_ACTIVE = sa.union_all(
+    sa.select(entry_table).where(_ACTIVE_AFTER),
+    sa.select(entry_table).where(_ACTIVE_PINNED),
+).order_by(sa.literal_column("seq"))
+
+
+def _window_entries(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    return sa.select(
+        sa.literal_column("1"),
+        E.seq,
+        sa.literal_column("0"),
+        E.id,
+        E.message,
+        E.content,
+        E.token_count,
+        sa.cast(E.pinned, sa.Integer),
+    ).where(where)
+
 
 #: All ``get_messages`` reads of session :pk, in one statement: the top-level
 #: summaries (kind 0: id and text, oldest first) and the stored messages of the
 #: active entries with their text (kind 1, in seq order; see
 #: :func:`tiermem._core.messages.stored_message`), interleaved by seq (the reader tells them
 #: apart by kind). Ordered by the first seq alone: top-level summaries cover disjoint
-#: seqs (so no two share one, and none an active entry's), and SQLite then reads the
-#: entries in the order of their index instead of sorting every message body anew
-#: each turn (ordering by kind or level too makes it sort them, or scan the session).
+#: seqs (so no two share one, and none an active entry's), and SQLite then merges
+#: the parts, each read in the order of its index, instead of sorting every message
+#: body anew each turn (ordering by kind or level too makes it sort them).
 SELECT_MESSAGE_WINDOW = sa.union_all(
     sa.select(
         sa.literal_column("0").label("kind"),
@@ -81,16 +136,8 @@ SELECT_MESSAGE_WINDOW = sa.union_all(
         M.token_count.label("tokens"),
         sa.literal_column("0").label("pinned"),
     ).where(M.session_pk == sa.bindparam("pk_"), M.parent_id.is_(None)),
-    sa.select(
-        sa.literal_column("1"),
-        E.seq,
-        sa.literal_column("0"),
-        E.id,
-        E.message,
-        E.content,
-        E.token_count,
-        sa.cast(E.pinned, sa.Integer),
-    ).where(E.session_pk == sa.bindparam("pk_"), ACTIVE),
+    _window_entries(_ACTIVE_AFTER),
+    _window_entries(_ACTIVE_PINNED),
 ).order_by(sa.literal_column("k1"))
 
 #: Tokens of the current pinned entries of session :pk.
@@ -104,7 +151,10 @@ SELECT_COVERED = (
     .where(
         E.session_pk == sa.bindparam("pk_"),
         E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
-        E.summary_id.is_not(None),
+        sa.or_(
+            E.summary_id.is_not(None),
+            sa.and_(E.pinned.is_(False), E.retired_at.is_(None), E.seq <= COMPRESSED_UP_TO),
+        ),
     )
     .order_by(E.seq)
 )
@@ -235,17 +285,15 @@ SET_PARENT = (
     .values(parent_id=sa.bindparam("parent"))
 )
 
-#: Link the unpinned active entries :first..:last of session :pk to summary :sid
-#: (retired entries in that range stay unlinked, as pinned ones do).
-LINK_ENTRIES = (
-    sa.update(entry_table)
-    .where(
-        E.session_pk == sa.bindparam("pk_"),
-        E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
-        E.pinned.is_(False),
-        ACTIVE,
-    )
-    .values(summary_id=sa.bindparam("sid"))
+#: How many entries a compression up to seq :last of session :pk covers: its
+#: unpinned active entries up to :last (retired ones stay out, as pinned ones do).
+COUNT_COVERED = sa.select(sa.func.count()).where(
+    E.session_pk == sa.bindparam("pk_"),
+    E.seq > COMPRESSED_UP_TO,
+    E.seq <= sa.bindparam("last"),
+    E.pinned.is_(False),
+    E.retired_at.is_(None),
+    E.summary_id.is_(None),
 )
 
 #: Drop the claim after a successful compression and store the new counters.
@@ -261,5 +309,6 @@ FINISH_CLAIM = (
         active_tokens=sa.bindparam("active_tokens"),
         summary_count=sa.bindparam("summary_count"),
         summary_tokens=sa.bindparam("summary_tokens"),
+        compressed_seq=sa.bindparam("compressed_seq"),
     )
 )

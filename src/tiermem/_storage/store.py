@@ -2,9 +2,10 @@
 already inside the transaction that ``Database.run`` opened; none commits.
 
 Statements are set-based and touch only the rows an operation needs: appends
-read and update one session row, reads select the active entries through the
-``(session_pk, summary_id, seq)`` index, so cost follows the active window,
-never the length of the whole conversation.
+read and update one session row, reads select the active entries as the seqs after
+the session's compressed prefix and its pinned ones (see
+:mod:`tiermem._storage.coverage`), each an index range, so cost follows the active
+window, never the length of the whole conversation.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from ..errors import (
 )
 from ..types import EntryType, MemoryEntry
 from . import _fast as _driver
+from . import coverage, events, fts, sessions
 from . import entries as entries_table
-from . import events, fts, sessions
 from . import failpoints as _failpoints
 from . import statements as _sql
 from .rows import EntryRecord, SessionRecord
@@ -226,10 +227,13 @@ def read_entries(
     if active_only:
         query = query.where(_sql.ACTIVE)
     if compressed_only:
-        query = query.where(E.summary_id.is_not(None))
+        query = query.where(_sql.COMPRESSED)
     if seq_range is not None:
         query = query.where(E.seq.between(*seq_range))
-    return [entry_from_row(sid, EntryRecord(*row)) for row in conn.execute(query)]
+    records = [EntryRecord(*row) for row in conn.execute(query)]
+    if not active_only:
+        records = coverage.with_summaries(conn, records)
+    return [entry_from_row(sid, record) for record in records]
 
 
 #: The version of a session that does not exist (see :func:`session_version`).
@@ -306,7 +310,9 @@ def left_out_until(conn: Connection, project: str, session_id: str, left_out: in
         .where(
             S.project == project,
             S.session_id == session_id,
-            _sql.ACTIVE,
+            E.seq > S.compressed_seq,  # unpinned and active: after the compressed prefix
+            E.retired_at.is_(None),
+            E.summary_id.is_(None),
             sa.not_(E.pinned),
         )
         .order_by(E.seq)

@@ -267,7 +267,7 @@ def commit_summary(
     token_count: int,
     now: datetime,
 ) -> tuple[MemorySummary, SessionRecord]:
-    """Store the summary of ``entries`` and link them, if they are still active.
+    """Store the summary of ``entries`` and cover them, if they are still active.
 
     Raises:
         CompressionConflict: the claim was lost or the entries changed.
@@ -288,10 +288,10 @@ def commit_summary(
     )
     (summary_id,) = insert_summaries(conn, session.pk, [new])
     _failpoints.hit("compress.after_summary_insert")
-    linked = entries_table.link_to_summary(
-        conn, session.pk, new.first_seq, new.last_seq, summary_id
-    )
-    if linked != len(entries):
+    # The entries stay as they are: moving the session's compressed_seq past them
+    # (finish_claim below) is what covers them (see coverage).
+    covered = entries_table.count_covered(conn, session.pk, new.last_seq)
+    if covered != len(entries) or new.first_seq <= session.compressed_seq:
         raise CompressionConflict("the entries changed while the summarizer ran; nothing written")
     _failpoints.hit("compress.after_link")
     counted = dataclasses.replace(
@@ -300,6 +300,7 @@ def commit_summary(
         active_tokens=session.active_tokens - original,
         summary_count=session.summary_count + 1,
         summary_tokens=session.summary_tokens + token_count,
+        compressed_seq=new.last_seq,
     )
     summary = new.stored(session.session_id, summary_id, [entry.id for entry in entries])
     return summary, sessions.finish_claim(conn, counted)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from . import fts
+from . import coverage, fts
 from .checkpoint_schema import blob_table, checkpoint_table, write_table
 from .document_schema import DOCUMENT_INDEX, document_table
 from .event_schema import NOTIFY_TRIGGER, consumer_table, event_table, install_notify
@@ -106,6 +106,7 @@ def create_tables(bind: Engine | Connection) -> None:
     TABLES[0].metadata.create_all(bind, tables=list(TABLES))
     for index in FULL_TEXT_INDEXES:
         fts.install_index(bind, index)
+    coverage.install(bind)
     for extra in EXTRA_DDL:
         if extra.dialect == bind.dialect.name:
             extra.install(bind)

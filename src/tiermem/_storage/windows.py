@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..types import MemoryEntry, SearchHit
+from . import coverage
 from .rows import EntryRecord
 from .schema import entry_table, session_table
 from .store import entry_from_row
@@ -40,9 +41,11 @@ def with_windows(
         .order_by(E.session_pk, E.seq),
         {"project": project},
     )
+    read = [(str(sid), EntryRecord(*columns)) for sid, *columns in rows]
+    records = coverage.with_summaries(conn, [record for _, record in read])
     around: dict[str, list[MemoryEntry]] = {}
-    for sid, *columns in rows:
-        around.setdefault(sid, []).append(entry_from_row(sid, EntryRecord(*columns)))
+    for (sid, _), record in zip(read, records, strict=True):
+        around.setdefault(sid, []).append(entry_from_row(sid, record))
     return [
         replace(
             hit,

@@ -140,6 +140,25 @@ def test_an_answer_compressed_then_removed_is_not_recalled(memory: ConversationM
     assert all("turquoise 0" not in text for text in _found(memory, "turquoise"))
 
 
+def test_a_compressed_answer_removed_later_stays_under_its_summary(
+    memory: ConversationMemory,
+) -> None:
+    """Retiring an entry that compression covered writes its summary into its row
+    (a current entry's summary is read off the ranges, a retired one's is not):
+    the summary still lists it, and the doctor (the fixture) counts it there."""
+    graph = _graph(memory)
+    for turn in range(4):
+        _ask(graph, f"Garden question {turn}: water the tomatoes?", f"h{turn}")
+    compression = memory.compress("t", force=True, keep=2)
+    assert compression is not None
+    summary = compression.summary
+    graph.update_state(THREAD, {"messages": [RemoveMessage(id="ai0")]})
+    (removed,) = [e for e in memory.get_entries("t") if e.message.id == "ai0"]
+    assert removed.retired_at is not None
+    assert removed.compressed and removed.summary_id == summary.id
+    assert removed.id in memory.get_summaries("t")[0].original_entry_ids
+
+
 def _recalled(memory: ConversationMemory, query: str) -> str:
     """The text of the block of originals a read recalls for ``query``."""
     messages = memory.get_messages("t", query=query)

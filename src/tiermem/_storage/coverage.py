@@ -1,0 +1,160 @@
+"""Which summary covers an entry.
+
+Compression takes a prefix of a session's current, unpinned entries. It stores a
+level-1 summary with that prefix's seq range and moves the session's
+``compressed_seq`` to the range's end, and it writes no entry: on PostgreSQL a row
+written again leaves its old version behind until a vacuum, and rewriting each
+compressed entry came to a tenth of what a conversation of 500-character messages
+stored (and of its index entries). So a current entry's summary is read off the
+ranges: the level-1 summary whose range holds its seq, when it is unpinned. A
+retired entry keeps the summary it had when it was retired in its row's
+``summary_id`` (the retirement writes the row anyway), as do imported entries (an
+import writes every row anyway, and the doctor then reads what the export said) and
+the compressed entries stored before migration 0025.
+
+:data:`SUMMARY_OF` says it in SQL, for the statement that retires entries;
+:func:`with_summaries` fills it into rows read in bulk, from one read of the ranges
+(:func:`covering` for rows whose summaries the caller holds).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import sessions
+from .rows import EntryRecord
+from .schema import entry_table, session_table, summary_table
+
+__all__ = [
+    "PINNED_INDEX",
+    "SUMMARY_OF",
+    "Ranges",
+    "covering",
+    "install",
+    "level_one_ranges",
+    "with_summaries",
+]
+
+E = entry_table.c
+_SESSION = session_table.alias("covering_session")
+_SUMMARY = summary_table.alias("covering_summary")
+
+#: The summary of an entry (``NULL`` when it is not compressed), for statements that
+#: read or write ``tiermem_entry`` rows: the one its row names, else, for a current
+#: unpinned entry within its session's compressed prefix, the level-1 summary whose
+#: range holds its seq.
+SUMMARY_OF = sa.case(
+    (E.summary_id.is_not(None), E.summary_id),
+    (
+        sa.and_(
+            E.pinned.is_(False),
+            E.retired_at.is_(None),
+            E.seq
+            <= sa.select(_SESSION.c.compressed_seq)
+            .where(_SESSION.c.pk == E.session_pk)
+            .scalar_subquery(),
+        ),
+        sa.select(_SUMMARY.c.id)
+        .where(
+            _SUMMARY.c.session_pk == E.session_pk,
+            _SUMMARY.c.level == 1,
+            _SUMMARY.c.first_seq <= E.seq,
+            _SUMMARY.c.last_seq >= E.seq,
+        )
+        .scalar_subquery(),
+    ),
+    else_=sa.null(),
+)
+
+#: A session's compressed prefix: its ``compressed_seq``, and its level-1 summaries in
+#: seq order (their first seqs, and (last seq, id) of each).
+Ranges = tuple[int, list[int], list[tuple[int, int]]]
+
+
+def level_one_ranges(conn: Connection, session_pks: Iterable[int]) -> dict[int, Ranges]:
+    """The compressed prefix of each session of ``session_pks`` that has summaries."""
+    pks = sorted(set(session_pks))
+    if not pks:
+        return {}
+    M, S = summary_table.c, session_table.c
+    rows = conn.execute(
+        sa.select(M.session_pk, S.compressed_seq, M.first_seq, M.last_seq, M.id)
+        .join(session_table, S.pk == M.session_pk)
+        .where(M.session_pk.in_(pks), M.level == 1)
+        .order_by(M.session_pk, M.first_seq)
+    )
+    ranges: dict[int, Ranges] = {}
+    for pk, prefix, first, last, summary_id in rows:
+        _, firsts, rest = ranges.setdefault(int(pk), (int(prefix), [], []))
+        firsts.append(int(first))
+        rest.append((int(last), int(summary_id)))
+    return ranges
+
+
+def covering(ranges: Ranges | None, seq: int) -> int | None:
+    """The id of the level-1 summary that covers a current, unpinned entry at ``seq``:
+    the one whose range holds it, within the compressed prefix (ranges are disjoint)."""
+    if ranges is None:
+        return None
+    prefix, firsts, rest = ranges
+    at = bisect.bisect_right(firsts, seq) - 1
+    if seq > prefix or at < 0:
+        return None
+    last, summary_id = rest[at]
+    return summary_id if seq <= last else None
+
+
+def _may_be_covered(row: EntryRecord) -> bool:
+    return row.summary_id is None and row.retired_at is None and not row.pinned
+
+
+def with_summaries(conn: Connection, rows: Sequence[EntryRecord]) -> list[EntryRecord]:
+    """``rows`` with the summary of each compressed current entry filled in."""
+    sessions = {row.session_pk for row in rows if _may_be_covered(row)}
+    if not sessions:
+        return list(rows)
+    ranges = level_one_ranges(conn, sessions)
+    out = []
+    for row in rows:
+        if _may_be_covered(row):
+            found = covering(ranges.get(row.session_pk), row.seq)
+            if found is not None:
+                row = dataclasses.replace(row, summary_id=found)
+        out.append(row)
+    return out
+
+
+#: The index of each session's pinned entries (the active ones within the prefix).
+PINNED_INDEX = "ix_tiermem_entry_pinned"
+#: The index of (session, summary, seq) that compression's writes kept up before.
+_SUMMARY_INDEX = "ix_tiermem_entry_active"
+
+
+def install(conn: Connection) -> None:
+    """Give a database made before migration 0025 what compression now needs, as the
+    migration does: each session's ``compressed_seq`` (the end of its level-1
+    summaries) and the index of pinned entries in place of the index of (session,
+    summary, seq). ``create_tables`` runs it on a database's first use by this
+    version, so one not migrated yet keeps working; it changes nothing once done."""
+    inspector = sa.inspect(conn)
+    if not inspector.has_table(session_table.name) or not inspector.has_table(entry_table.name):
+        return
+    columns = {str(column["name"]) for column in inspector.get_columns(session_table.name)}
+    if "compressed_seq" not in columns:
+        conn.exec_driver_sql(
+            "ALTER TABLE tiermem_session ADD COLUMN compressed_seq INTEGER NOT NULL DEFAULT 0"
+        )
+        sessions.set_compressed_seqs(conn)
+    indexes = {str(index["name"]) for index in inspector.get_indexes(entry_table.name)}
+    if PINNED_INDEX not in indexes:
+        pinned = "pinned" if conn.dialect.name == "postgresql" else "pinned = 1"
+        conn.exec_driver_sql(
+            f"CREATE INDEX {PINNED_INDEX} ON tiermem_entry (session_pk, seq) WHERE {pinned}"
+        )
+    if _SUMMARY_INDEX in indexes:
+        conn.exec_driver_sql(f"DROP INDEX {_SUMMARY_INDEX}")
