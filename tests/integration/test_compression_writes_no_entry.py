@@ -108,8 +108,8 @@ def test_the_doctor_reports_a_compressed_seq_its_summaries_do_not_end_at(
 
 def test_the_active_entries_are_read_as_two_index_ranges(tmp_path: Path) -> None:
     """The read of a session's active entries (every turn's) looks only at the entries
-    after its compressed prefix and at its pinned ones: its cost follows the active
-    window, not the conversation."""
+    after its compressed prefix and at its pinned ones (never compressed): its cost
+    follows the active window, not the conversation."""
     path = tmp_path / "plan.db"
     with ConversationMemory(f"sqlite:///{path}") as memory:
         memory.add_messages("s", [HumanMessage("hello")])
@@ -121,9 +121,7 @@ def test_the_active_entries_are_read_as_two_index_ranges(tmp_path: Path) -> None
             reads = sorted(step for step in plan if "tiermem_entry" in step)
             # The unique (session, seq) index is SQLite's own for the constraint.
             assert len(reads) == 2, plan
-            assert reads[0].endswith(
-                " USING INDEX ix_tiermem_entry_pinned (session_pk=? AND seq<?)"
-            )
+            assert reads[0].endswith(" USING INDEX ix_tiermem_entry_pinned (session_pk=?)")
             assert reads[1].startswith("SEARCH tiermem_entry USING INDEX sqlite_autoindex_")
             assert reads[1].endswith(" (session_pk=? AND seq>?)")
 

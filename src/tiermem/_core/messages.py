@@ -150,7 +150,10 @@ def serialize(message: BaseMessage, *, max_chars: int) -> str:
 
 #: An entry's message as its row keeps it: the JSON :func:`serialize` made or, for an
 #: entry whose text is kept once (see :func:`hollow`), that JSON without the text
-#: and the text (its ``content`` column, as :func:`load_text` reads it).
+#: and the text (its ``content`` column, as :func:`load_text` reads it). The JSON is
+#: packed (:mod:`tiermem._core.packing`) in rows stored since migration 0024; it is
+#: unpacked only when parsed (a miss of the parse cache, which keys it as stored) or
+#: given out whole (:func:`full_json`).
 StoredMessage = str | tuple[str, str]
 #: What starts a message's data in its JSON (``message_to_dict`` writes ``type``, then
 #: ``data`` with ``content`` first). In a hollow JSON a number follows: ``0``, the
@@ -193,8 +196,8 @@ def _hole(stored: str) -> tuple[int, int, int] | None:
     if at < 0:
         return None
     start = at + len(_HOLE_AT)
-    if stored.startswith("0,", start):  # the common case: the whole text
-        return start, start + 1, 0
+    if stored.startswith("0", start):  # the common case: the whole text (a length
+        return start, start + 1, 0  # never starts with 0; a packed run may follow)
     end, size = start, len(stored)
     while end < size and "0" <= stored[end] <= "9":
         end += 1
@@ -204,7 +207,6 @@ def _hole(stored: str) -> tuple[int, int, int] | None:
 def stored_message(stored: str, text: str) -> StoredMessage:
     """The message of an entry's row: ``stored`` its ``message`` column, ``text`` its
     ``content`` column (as stored)."""
-    stored = unpack(stored)
     return stored if _hole(stored) is None else (stored, load_text(text))
 
 
@@ -217,20 +219,20 @@ def _content(shell: str, text: str) -> tuple[int, int, str]:
 
 
 def full_json(stored: StoredMessage) -> str:
-    """The JSON :func:`serialize` made of the message (its text put back)."""
+    """The JSON :func:`serialize` made of the message (its text put back, unpacked)."""
     if isinstance(stored, str):
-        return stored
+        return unpack(stored)
     start, end, content = _content(*stored)
-    return stored[0][:start] + dumps(content) + stored[0][end:]
+    return unpack(stored[0][:start] + dumps(content) + stored[0][end:])
 
 
 def _loads(stored: StoredMessage) -> dict[str, Any]:
     """The parsed JSON of a stored message, its text put back."""
     if isinstance(stored, str):
-        parsed: dict[str, Any] = json.loads(stored)
+        parsed: dict[str, Any] = json.loads(unpack(stored))
         return parsed
     *_, content = _content(*stored)
-    parsed = json.loads(stored[0])
+    parsed = json.loads(unpack(stored[0]))
     parsed["data"]["content"] = content  # the key is there: the field order is kept
     return parsed
 

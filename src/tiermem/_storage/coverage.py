@@ -13,20 +13,23 @@ import writes every row anyway, and the doctor then reads what the export said) 
 the compressed entries stored before migration 0025.
 
 :data:`SUMMARY_OF` says it in SQL, for the statement that retires entries;
-:func:`with_summaries` fills it into rows read in bulk, from one read of the ranges
-(:func:`covering` for rows whose summaries the caller holds).
+:func:`summary_ids` gives it for rows read in bulk, from one read of the ranges
+(:func:`covering` for rows whose ranges the caller holds).
 """
 
 from __future__ import annotations
 
 import bisect
-import dataclasses
+import functools
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from . import _fast as _driver
 from . import sessions
+from . import statements as _sql
 from .rows import EntryRecord
 from .schema import entry_table, session_table, summary_table
 
@@ -37,7 +40,7 @@ __all__ = [
     "covering",
     "install",
     "level_one_ranges",
-    "with_summaries",
+    "summary_ids",
 ]
 
 E = entry_table.c
@@ -76,17 +79,29 @@ SUMMARY_OF = sa.case(
 Ranges = tuple[int, list[int], list[tuple[int, int]]]
 
 
+@functools.cache
+def _select_level_one(dialect: str) -> sa.Select[Any]:
+    """The compressed prefix and level-1 summaries of the sessions :pks (one
+    parameter, :func:`tiermem._storage.statements.ids_value`), built once: a read of
+    search hits runs it, and building it each time cost more than running it."""
+    M, S = summary_table.c, session_table.c
+    pks = sa.bindparam("pks", type_=_sql.ids_type(dialect))
+    return (
+        sa.select(M.session_pk, S.compressed_seq, M.first_seq, M.last_seq, M.id)
+        .join(session_table, S.pk == M.session_pk)
+        .where(_sql.in_ids(dialect, M.session_pk, pks), M.level == 1)
+        .order_by(M.session_pk, M.first_seq)
+    )
+
+
 def level_one_ranges(conn: Connection, session_pks: Iterable[int]) -> dict[int, Ranges]:
     """The compressed prefix of each session of ``session_pks`` that has summaries."""
     pks = sorted(set(session_pks))
     if not pks:
         return {}
-    M, S = summary_table.c, session_table.c
-    rows = conn.execute(
-        sa.select(M.session_pk, S.compressed_seq, M.first_seq, M.last_seq, M.id)
-        .join(session_table, S.pk == M.session_pk)
-        .where(M.session_pk.in_(pks), M.level == 1)
-        .order_by(M.session_pk, M.first_seq)
+    dialect = conn.dialect.name
+    rows = _driver.fetch_rows(
+        conn, _select_level_one(dialect), {"pks": _sql.ids_value(dialect, pks)}
     )
     ranges: dict[int, Ranges] = {}
     for pk, prefix, first, last, summary_id in rows:
@@ -113,20 +128,15 @@ def _may_be_covered(row: EntryRecord) -> bool:
     return row.summary_id is None and row.retired_at is None and not row.pinned
 
 
-def with_summaries(conn: Connection, rows: Sequence[EntryRecord]) -> list[EntryRecord]:
-    """``rows`` with the summary of each compressed current entry filled in."""
-    sessions = {row.session_pk for row in rows if _may_be_covered(row)}
-    if not sessions:
-        return list(rows)
-    ranges = level_one_ranges(conn, sessions)
-    out = []
-    for row in rows:
-        if _may_be_covered(row):
-            found = covering(ranges.get(row.session_pk), row.seq)
-            if found is not None:
-                row = dataclasses.replace(row, summary_id=found)
-        out.append(row)
-    return out
+def summary_ids(conn: Connection, rows: Sequence[EntryRecord]) -> list[int | None]:
+    """The summary of each of ``rows`` (``None`` for an entry not compressed): the one
+    its row names, else its range's, from one read of the ranges."""
+    pks = {row.session_pk for row in rows if _may_be_covered(row)}
+    ranges = level_one_ranges(conn, pks)
+    return [
+        covering(ranges.get(row.session_pk), row.seq) if _may_be_covered(row) else row.summary_id
+        for row in rows
+    ]
 
 
 #: The index of each session's pinned entries (the active ones within the prefix).

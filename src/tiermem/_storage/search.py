@@ -478,8 +478,11 @@ def entry_hits(conn: Connection, ranked: Sequence[tuple[Candidate, float]]) -> l
         .where(E.id.in_(list(scores)))
     )
     read = [(str(sid), EntryRecord(*columns)) for sid, *columns in rows]
-    records = coverage.with_summaries(conn, [record for _, record in read])
-    entries = [entry_from_row(sid, record) for (sid, _), record in zip(read, records, strict=True)]
+    covered = coverage.summary_ids(conn, [record for _, record in read])
+    entries = [
+        entry_from_row(sid, record, summary_id=summary)
+        for (sid, record), summary in zip(read, covered, strict=True)
+    ]
     hits = [SearchHit(entry=entry, score=scores[entry.id]) for entry in entries]
     hits.sort(key=lambda hit: (-hit.score, -hit.entry.id))
     return hits

@@ -81,19 +81,19 @@ ACTIVE = sa.and_(
 )
 
 #: The active entries of session :pk, in two parts that each read an index range:
-#: those after its compressed prefix (the unique (session, seq) index), and the
-#: pinned ones within it (the partial index of pinned entries). One condition with
-#: OR would read every entry of the session.
+#: the unpinned ones after its compressed prefix (the unique (session, seq) index),
+#: and the pinned ones (the partial index of pinned entries; a pinned entry is never
+#: compressed). One condition with OR would read every entry of the session.
 _ACTIVE_AFTER = sa.and_(
     E.session_pk == sa.bindparam("pk_"),
     E.seq > COMPRESSED_UP_TO,
     E.retired_at.is_(None),
     E.summary_id.is_(None),
+    E.pinned.is_(False),
 )
 _ACTIVE_PINNED = sa.and_(
     E.session_pk == sa.bindparam("pk_"),
     E.pinned == sa.true(),
-    E.seq <= COMPRESSED_UP_TO,
     E.retired_at.is_(None),
 )
 

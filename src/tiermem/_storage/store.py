@@ -178,11 +178,20 @@ def known_entries(
 
 
 def entry_from_row(
-    session_id: str, row: EntryRecord, message: BaseMessage | None = None, *, fresh: bool = True
+    session_id: str,
+    row: EntryRecord,
+    message: BaseMessage | None = None,
+    *,
+    fresh: bool = True,
+    summary_id: int | None = None,
 ) -> MemoryEntry:
     """The public view of an entry row of session ``session_id`` (``message``: its
-    message when the caller has it already, else it is parsed from the row)."""
+    message when the caller has it already, else it is parsed from the row;
+    ``summary_id``: its summary when its row does not name it, see
+    :func:`tiermem._storage.coverage.summary_ids`)."""
     meta = row.meta
+    if summary_id is None:
+        summary_id = row.summary_id
     return MemoryEntry(
         id=row.id,
         session_id=session_id,
@@ -192,8 +201,8 @@ def entry_from_row(
         content=load_text(row.content),
         timestamp=as_utc(row.timestamp),
         token_count=row.token_count,
-        compressed=row.summary_id is not None,
-        summary_id=row.summary_id,
+        compressed=summary_id is not None,
+        summary_id=summary_id,
         metadata={} if meta == "{}" else json.loads(meta),
         pinned=bool(row.pinned),
         message=(
@@ -231,9 +240,13 @@ def read_entries(
     if seq_range is not None:
         query = query.where(E.seq.between(*seq_range))
     records = [EntryRecord(*row) for row in conn.execute(query)]
-    if not active_only:
-        records = coverage.with_summaries(conn, records)
-    return [entry_from_row(sid, record) for record in records]
+    if active_only:
+        return [entry_from_row(sid, record) for record in records]
+    covered = coverage.summary_ids(conn, records)
+    return [
+        entry_from_row(sid, record, summary_id=summary)
+        for record, summary in zip(records, covered, strict=True)
+    ]
 
 
 #: The version of a session that does not exist (see :func:`session_version`).

@@ -42,10 +42,10 @@ def with_windows(
         {"project": project},
     )
     read = [(str(sid), EntryRecord(*columns)) for sid, *columns in rows]
-    records = coverage.with_summaries(conn, [record for _, record in read])
+    covered = coverage.summary_ids(conn, [record for _, record in read])
     around: dict[str, list[MemoryEntry]] = {}
-    for (sid, _), record in zip(read, records, strict=True):
-        around.setdefault(sid, []).append(entry_from_row(sid, record))
+    for (sid, record), summary in zip(read, covered, strict=True):
+        around.setdefault(sid, []).append(entry_from_row(sid, record, summary_id=summary))
     return [
         replace(
             hit,
