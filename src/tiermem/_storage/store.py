@@ -297,9 +297,7 @@ def out_of_view_last_id(conn: Connection, project: str, session_id: str, cut: in
     lock, in seq order), so no entry out of view has a larger id; ``None`` when no
     entry is out of view."""
     compressed = conn.execute(
-        sa.select(sa.func.max(M.last_seq))
-        .join(session_table, S.pk == M.session_pk)
-        .where(S.project == project, S.session_id == session_id)
+        sa.select(S.compressed_seq).where(S.project == project, S.session_id == session_id)
     ).scalar()
     seq = max(int(compressed or 0), cut)
     if not seq:
