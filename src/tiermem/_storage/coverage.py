@@ -3,10 +3,11 @@
 Compression takes a prefix of a session's current, unpinned entries. It stores a
 level-1 summary with that prefix's seq range and moves the session's
 ``compressed_seq`` to the range's end, and it writes no entry: on PostgreSQL a row
-written again leaves its old version behind until a vacuum, and rewriting each
-compressed entry came to a tenth of what a conversation of 500-character messages
-stored (and of its index entries). So a current entry's summary is read off the
-ranges: the level-1 summary whose range holds its seq, when it is unpinned. A
+written again leaves its old version behind until a vacuum, with a new entry in each
+of its indexes, and rewriting each compressed entry came to a sixth of what a
+``TieredSaver`` thread of 500-character messages stored. So a current entry's
+summary is read off the ranges: the level-1 summary whose range holds its seq, when
+it is unpinned. A
 retired entry keeps the summary it had when it was retired in its row's
 ``summary_id`` (the retirement writes the row anyway), as do imported entries (an
 import writes every row anyway, and the doctor then reads what the export said) and
@@ -139,7 +140,7 @@ def summary_ids(conn: Connection, rows: Sequence[EntryRecord]) -> list[int | Non
     ]
 
 
-#: The index of each session's pinned entries (the active ones within the prefix).
+#: The index of each session's pinned entries (never compressed, so always active).
 PINNED_INDEX = "ix_tiermem_entry_pinned"
 #: The index of (session, summary, seq) that compression's writes kept up before.
 _SUMMARY_INDEX = "ix_tiermem_entry_active"

@@ -95,6 +95,7 @@ _ACTIVE_PINNED = sa.and_(
     E.session_pk == sa.bindparam("pk_"),
     E.pinned == sa.true(),
     E.retired_at.is_(None),
+    E.summary_id.is_(None),
 )
 
 #: Active entries of session :pk in seq order.
