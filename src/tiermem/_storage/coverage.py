@@ -7,11 +7,10 @@ written again leaves its old version behind until a vacuum, with a new entry in 
 of its indexes, and rewriting each compressed entry came to a sixth of what a
 ``TieredSaver`` thread of 500-character messages stored. So a current entry's
 summary is read off the ranges: the level-1 summary whose range holds its seq, when
-it is unpinned. A
-retired entry keeps the summary it had when it was retired in its row's
-``summary_id`` (the retirement writes the row anyway), as do imported entries (an
-import writes every row anyway, and the doctor then reads what the export said) and
-the compressed entries stored before migration 0025.
+it is unpinned. A retired entry keeps the summary it had when it was retired in its
+row's ``summary_id`` (the retirement writes the row anyway), as do imported entries
+(an import writes every row anyway, and the doctor then reads what the export said)
+and the compressed entries stored before migration 0025.
 
 :data:`SUMMARY_OF` says it in SQL, for the statement that retires entries;
 :func:`summary_ids` gives it for rows read in bulk, from one read of the ranges
