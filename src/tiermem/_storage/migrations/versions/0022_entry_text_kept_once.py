@@ -14,16 +14,13 @@ Revises: 0021
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
 from tiermem._core.messages import full_json, stored_message
+from tiermem._storage.migrations.messages import rewrite_messages
 
 revision = "0022"
 down_revision = "0021"
-
-#: Rows read (and rewritten) per statement in the downgrade.
-BATCH = 500
 
 
 def upgrade() -> None:
@@ -31,33 +28,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Put each hollow entry's text back into its JSON (every row is read once: which
-    JSON is hollow is told exactly by its start, which SQL's patterns cannot)."""
-    bind = op.get_bind()
-    if not sa.inspect(bind).has_table("tiermem_entry"):
-        return
-    entry = sa.table("tiermem_entry", sa.column("id"), sa.column("content"), sa.column("message"))
-    after = 0
-    while True:
-        rows = bind.execute(
-            sa.select(entry.c.id, entry.c.message, entry.c.content)
-            .where(entry.c.id > after)
-            .order_by(entry.c.id)
-            .limit(BATCH)
-        ).all()
-        if not rows:
-            return
-        whole = [
-            {"pk": pk, "whole": full_json(stored_message(body, text))} for pk, body, text in rows
-        ]
-        changed = [
-            row for row, (_, body, _) in zip(whole, rows, strict=True) if row["whole"] != body
-        ]
-        if changed:
-            bind.execute(
-                sa.update(entry)
-                .where(entry.c.id == sa.bindparam("pk"))
-                .values(message=sa.bindparam("whole")),
-                changed,
-            )
-        after = rows[-1][0]
+    """Put each hollow entry's text back into its JSON."""
+    rewrite_messages(op.get_bind(), lambda body, text: full_json(stored_message(body, text)))

@@ -13,16 +13,13 @@ Revises: 0023
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
 from tiermem._core.packing import unpack
+from tiermem._storage.migrations.messages import rewrite_messages
 
 revision = "0024"
 down_revision = "0023"
-
-#: Rows read (and rewritten) per statement in the downgrade.
-BATCH = 500
 
 
 def upgrade() -> None:
@@ -30,27 +27,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Unpack each packed row (every row is read once, in batches by id)."""
-    bind = op.get_bind()
-    if not sa.inspect(bind).has_table("tiermem_entry"):
-        return
-    entry = sa.table("tiermem_entry", sa.column("id"), sa.column("message"))
-    after = 0
-    while True:
-        rows = bind.execute(
-            sa.select(entry.c.id, entry.c.message)
-            .where(entry.c.id > after)
-            .order_by(entry.c.id)
-            .limit(BATCH)
-        ).all()
-        if not rows:
-            return
-        changed = [{"pk": pk, "whole": unpack(body)} for pk, body in rows if unpack(body) != body]
-        if changed:
-            bind.execute(
-                sa.update(entry)
-                .where(entry.c.id == sa.bindparam("pk"))
-                .values(message=sa.bindparam("whole")),
-                changed,
-            )
-        after = rows[-1][0]
+    """Unpack each packed row."""
+    rewrite_messages(op.get_bind(), lambda body, _text: unpack(body))
