@@ -251,9 +251,7 @@ def _summaries(checks: list[Check]) -> None:
     :func:`_structure`)."""
     # The entries a level-1 summary covers: the unpinned ones of its range that are
     # current and within the compressed prefix, or that name it (see coverage).
-    current = sa.and_(
-        E.summary_id.is_(None), E.retired_at.is_(None), E.seq <= _sql.ENTRY_COMPRESSED_UP_TO
-    )
+    current = sa.and_(E.summary_id.is_(None), _sql.in_prefix(_sql.ENTRY_COMPRESSED_UP_TO))
     linked = (
         sa.select(sa.func.count(E.id))
         .where(
@@ -271,11 +269,7 @@ def _summaries(checks: list[Check]) -> None:
         )
     )
     # Compression moves a session's compressed_seq to the end of its summary's range.
-    ends = (
-        sa.select(sa.func.coalesce(sa.func.max(M.last_seq), 0))
-        .where(M.session_pk == S.pk, M.level == 1)
-        .scalar_subquery()
-    )
+    ends = _sql.LEVEL_ONE_END
     checks.append(
         (
             sa.select(S.session_id, S.compressed_seq, ends).where(S.compressed_seq != ends),

@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 E = entry_table.c
-_SESSION = session_table.alias("covering_session")
 _SUMMARY = summary_table.alias("covering_summary")
 
 #: The summary of an entry (``NULL`` when it is not compressed), for statements that
@@ -54,14 +53,7 @@ _SUMMARY = summary_table.alias("covering_summary")
 SUMMARY_OF = sa.case(
     (E.summary_id.is_not(None), E.summary_id),
     (
-        sa.and_(
-            E.pinned.is_(False),
-            E.retired_at.is_(None),
-            E.seq
-            <= sa.select(_SESSION.c.compressed_seq)
-            .where(_SESSION.c.pk == E.session_pk)
-            .scalar_subquery(),
-        ),
+        _sql.in_prefix(_sql.ENTRY_COMPRESSED_UP_TO),
         sa.select(_SUMMARY.c.id)
         .where(
             _SUMMARY.c.session_pk == E.session_pk,

@@ -25,9 +25,9 @@ from ..types import SessionInfo, SessionStats
 from . import _fast as _driver
 from . import statements as _sql
 from .rows import SessionRecord
-from .schema import dialect_insert, session_table, summary_table
+from .schema import dialect_insert, session_table
 
-S, M = session_table.c, summary_table.c
+S = session_table.c
 
 #: Inserts a writer creating a session tries before it gives up (``StorageBusy``):
 #: each one after the first follows a concurrent create and clear of that session.
@@ -290,12 +290,7 @@ def finish_claim(conn: Connection, session: SessionRecord) -> SessionRecord:
 def set_compressed_seqs(conn: Connection) -> None:
     """Set every session's ``compressed_seq`` to the end of its level-1 summaries (the
     column's first fill, :func:`tiermem._storage.coverage.install`)."""
-    ends = (
-        sa.select(sa.func.coalesce(sa.func.max(M.last_seq), 0))
-        .where(M.session_pk == S.pk, M.level == 1)
-        .scalar_subquery()
-    )
-    conn.execute(sa.update(session_table).values(compressed_seq=ends))
+    conn.execute(sa.update(session_table).values(compressed_seq=_sql.LEVEL_ONE_END))
 
 
 # --------------------------------------------------------------------------- tiers

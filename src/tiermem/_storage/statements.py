@@ -66,13 +66,25 @@ ENTRY_COMPRESSED_UP_TO = (
     .scalar_subquery()
 )
 
-#: Whether an entry is compressed: its row names its summary (a retired entry, or
-#: one stored before migration 0025), or it is current, unpinned and within its
-#: session's compressed prefix (see :mod:`tiermem._storage.coverage`).
-COMPRESSED = sa.or_(
-    E.summary_id.is_not(None),
-    sa.and_(E.pinned.is_(False), E.retired_at.is_(None), E.seq <= ENTRY_COMPRESSED_UP_TO),
+#: Where each session's level-1 summaries end (0 without any), correlated to the
+#: session table of the statement it is in: what its ``compressed_seq`` must be.
+LEVEL_ONE_END = (
+    sa.select(sa.func.coalesce(sa.func.max(M.last_seq), 0))
+    .where(M.session_pk == S.pk, M.level == 1)
+    .scalar_subquery()
 )
+
+
+def in_prefix(prefix: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    """Whether an entry is current, unpinned and at or before ``prefix`` (its session's
+    ``compressed_seq``): one a level-1 summary covers though its row names none (see
+    :mod:`tiermem._storage.coverage`)."""
+    return sa.and_(E.pinned.is_(False), E.retired_at.is_(None), E.seq <= prefix)
+
+
+#: Whether an entry is compressed: its row names its summary (a retired entry, or
+#: one imported or stored before migration 0025), or its session's prefix covers it.
+COMPRESSED = sa.or_(E.summary_id.is_not(None), in_prefix(ENTRY_COMPRESSED_UP_TO))
 #: Whether an entry is active: current (not retired) and not compressed.
 ACTIVE = sa.and_(
     E.retired_at.is_(None),
@@ -152,10 +164,7 @@ SELECT_COVERED = (
     .where(
         E.session_pk == sa.bindparam("pk_"),
         E.seq.between(sa.bindparam("first"), sa.bindparam("last")),
-        sa.or_(
-            E.summary_id.is_not(None),
-            sa.and_(E.pinned.is_(False), E.retired_at.is_(None), E.seq <= COMPRESSED_UP_TO),
-        ),
+        sa.or_(E.summary_id.is_not(None), in_prefix(COMPRESSED_UP_TO)),
     )
     .order_by(E.seq)
 )
