@@ -23,16 +23,21 @@ def _answer(state: MessagesState) -> dict[str, Any]:
     return {"messages": [AIMessage(f"answer {turn}", id=f"a{turn}")]}
 
 
+def _graph(saver: TieredSaver) -> Any:
+    """One node answering each question, on ``saver``."""
+    builder = StateGraph(MessagesState)
+    builder.add_node("answer", _answer)
+    builder.add_edge(START, "answer")
+    return builder.compile(checkpointer=saver)
+
+
 def test_a_read_looks_values_up_by_their_whole_key(tmp_path: Path) -> None:
     """Every statement of a checkpoint read that reads channel values searches them by
     (session, namespace, channel, version), or a chain by its root through the
     chains' index: none reads the channel's every version by a prefix of the key."""
     path = tmp_path / "reads.db"
-    builder = StateGraph(MessagesState)
-    builder.add_node("answer", _answer)
-    builder.add_edge(START, "answer")
     with TieredSaver.from_url(f"sqlite:///{path}") as saver:
-        graph = builder.compile(checkpointer=saver)
+        graph = _graph(saver)
         for turn in range(6):  # the list is a chain of deltas by now
             graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"q{turn}")]}, CONFIG)
         statements: list[tuple[str, Any]] = []
@@ -65,11 +70,8 @@ def test_the_newest_checkpoint_is_read_without_sorting_the_thread(url: str) -> N
     checkpoints, so a read's cost does not grow with the thread. (PostgreSQL is
     told not to sort where it can avoid it: a table this small would otherwise be
     sorted by choice.)"""
-    builder = StateGraph(MessagesState)
-    builder.add_node("answer", _answer)
-    builder.add_edge(START, "answer")
     with TieredSaver.from_url(url) as saver:
-        graph = builder.compile(checkpointer=saver)
+        graph = _graph(saver)
         for turn in range(3):
             graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"q{turn}")]}, CONFIG)
         statements: list[tuple[str, Any]] = []
@@ -98,11 +100,8 @@ def test_a_checkpoint_keeps_its_id_once(tmp_path: Path) -> None:
     checkpoint (40 bytes a checkpoint); a read gives it back, and a row stored with
     the id inside reads the same."""
     path = tmp_path / "ids.db"
-    builder = StateGraph(MessagesState)
-    builder.add_node("answer", _answer)
-    builder.add_edge(START, "answer")
     with TieredSaver.from_url(f"sqlite:///{path}") as saver:
-        graph = builder.compile(checkpointer=saver)
+        graph = _graph(saver)
         graph.invoke({"messages": [HumanMessage("question", id="q0")]}, CONFIG)
         newest = saver.get_tuple(CONFIG)
         assert newest is not None
