@@ -141,7 +141,7 @@ class MemoryConfig(KeywordChecked):
     min_entries_to_compress: int = 5
     auto_compress: bool = True
     compression_ratio: float = 0.3
-    summary_share: float = 0.5
+    summary_share: float = 0.2
     summarizer_timeout: float | None = 60.0
     embedding_timeout: float | None = 30.0
     heuristic_fallback: bool = False

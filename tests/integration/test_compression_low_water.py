@@ -80,6 +80,46 @@ def test_the_verbatim_context_is_what_a_budget_of_60_percent_holds(
     assert min(active for _, active in snapshots) > 20
 
 
+#: Sentences of different lengths and words, so the heuristic summary is of its
+#: usual size: about ``compression_ratio`` of what it quotes.
+_FACTS = (
+    "Ana moved the design review to room {n} on the second floor.",
+    "The parcel for order {n} left the Leeds depot late, so it reaches York on Friday.",
+    "Remind me that the dentist on Thursday is at {n} past nine.",
+    "Kwame says the budget for the Lisbon trip is {n}00 euros, flights included.",
+)
+
+
+def test_a_compression_that_a_merge_follows_still_lands_at_the_low_water_mark(
+    make_memory: MemoryFactory,
+) -> None:
+    """With the heuristic summarizer the summaries soon pass ``summary_share`` and each
+    compression is followed by a merge that shrinks them too. The compression counts
+    that shrinking, so the context falls to about ``compress_to`` of the budget, not
+    far under it (it fell to about 0.36 of it when the merge was not counted), and the
+    summaries stay near their share of it."""
+    config = MemoryConfig(max_tokens=2_000)
+    memory = make_memory(config=config)  # no summarizer: the heuristic, extractive one
+    landed: list[int] = []
+    merged = 0
+    before = None
+    for turn in range(240):
+        memory.add_user_message("s", _FACTS[turn % 4].format(n=turn))
+        memory.add_assistant_message("s", f"Noted, item {turn}.")
+        after = memory.get_stats("s")
+        if before is not None and after.context_tokens < before.context_tokens:
+            landed.append(after.context_tokens)
+            merged += after.summaries < before.summaries + 1
+        before = after
+    assert len(landed) >= 4 and merged >= 2
+    # Where the new summary comes out shorter than planned, the merge does not come
+    # and the context stays somewhat above the mark: never far under it.
+    for tokens in landed:
+        assert 0.5 * 2_000 <= tokens <= 0.75 * 2_000
+    assert 0.55 * 2_000 <= sum(landed) / len(landed) <= 0.65 * 2_000
+    assert memory.get_stats("s").summary_tokens <= 0.2 * 2_000 * 1.5
+
+
 def test_max_entries_is_no_limit_unless_set(make_memory: MemoryFactory) -> None:
     """300 short messages under a large budget are never compressed by default; with
     max_entries=50 the 51st message compresses down to compress_to of it (30 active)."""

@@ -25,6 +25,7 @@ CONFIG = MemoryConfig(
     max_tokens=120,
     min_entries_to_compress=2,
     recent_window=2,
+    summary_share=0.5,  # the recorded scenario's merges; payloads, not policy, are tested
     event_content=True,
     event_retention=timedelta(days=3650),
 )

@@ -47,12 +47,30 @@ def excess(ctx: MemoryContext, session: SessionRecord, room: int = 0) -> tuple[i
     """The tokens and entries a compression must take for the context to fall to
     the low-water mark (``compress_to`` of ``max_tokens`` and of ``max_entries``),
     and by ``room`` tokens at least: what it takes is replaced by a summary of
-    ``compression_ratio`` of its size."""
+    ``compression_ratio`` of its size.
+
+    When the new summary will take the summaries past ``summary_share`` of the
+    budget, the round that follows merges them all into one of ``compression_ratio``
+    of their size: the context then falls by the summaries' shrinking too, and the
+    compression takes only what is left to take. Counting the merge as if it did not
+    happen would take the context far under the mark (about 0.36 of the budget
+    instead of 0.6 at the defaults), leaving the model fewer verbatim entries than
+    ``compress_to`` promises. A summary shorter than planned may leave the summaries
+    under their share, so that no merge comes: the context then stays somewhat above
+    the mark, within the budget."""
     config = ctx.config
     context = context_tokens(ctx, session)
     mark = min(int(config.compress_to * config.max_tokens), context - room)
-    over = context - mark
-    tokens = math.ceil(max(over, 0) / (1 - config.compression_ratio))
+    over = max(context - mark, 0)
+    ratio = config.compression_ratio
+    tokens = math.ceil(over / (1 - ratio))
+    held, share = session.summary_tokens, config.summary_share * config.max_tokens
+    if session.summary_count and held + ratio * tokens > share:
+        # After the merge the context is context - tokens + ratio * (held + ratio * tokens)
+        # - held; solved for the mark. Taking so little that the merge no longer
+        # follows would leave the context above the mark: take at least what makes it.
+        landing = math.ceil(max(over - (1 - ratio) * held, 0) / (1 - ratio * ratio))
+        tokens = max(landing, math.floor((share - held) / ratio) + 1)
     most = config.max_entries
     entries = 0 if most is None else session.active_count - int(config.compress_to * most)
     return tokens, max(entries, 0)
