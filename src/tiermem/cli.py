@@ -506,8 +506,9 @@ def eval_context(
     ] = None,
 ) -> None:
     """Load a labelled dataset at each token budget and judge the context each question
-    gets (evidence and answer in it, tokens), beside a plain buffer and "last 10 turns +
-    BM25"; then replay a conversation and count what a prompt cache could serve."""
+    gets (evidence and answer in it, tokens), beside plain buffers (of the budget and of
+    60 % of it) and "last 10 turns + BM25"; then replay a conversation and count what a
+    prompt cache could serve."""
     from .evaluation import load_dataset  # only this command needs them
     from .evaluation.context import run_context
     from .evaluation.table import context_tables

@@ -69,7 +69,9 @@ def test_every_method_is_judged_within_its_budget(
     assert set(rows) == {
         "tiermem, query=question",
         "tiermem, plain read",
+        "tiermem, plain read, messages alone",
         "plain buffer",
+        "plain buffer, 60 % of B",
         "last 10 + BM25",
     }
     assert all(row.questions == 1 and row.over_budget == 0 for row in rows.values())
@@ -80,13 +82,22 @@ def test_every_method_is_judged_within_its_budget(
     assert rows["tiermem, query=question"].missed == []
     assert rows["tiermem, query=question"].answer == 1
     assert rows["last 10 + BM25"].evidence_any == 1
+    # The smaller buffer fills 60 % of the budget; a read's messages alone are a part
+    # of it, with no more evidence.
+    small = rows["plain buffer, 60 % of B"]
+    assert 0 < small.tokens <= 0.6 * 600 < rows["plain buffer"].tokens
+    alone, plain = rows["tiermem, plain read, messages alone"], rows["tiermem, plain read"]
+    assert 0 < alone.tokens < plain.tokens and alone.evidence_any <= plain.evidence_any
     assert [r.strategy for r in report.replay] == [
         "tiermem, working summarizer",
         "tiermem, failing summarizer",
         "tiermem without recall, working summarizer",
+        "tiermem, heuristic summary (no model)",
         "summarization-middleware-like",
     ]
     assert all(r.calls == 60 and 0 <= r.cached_share <= 1 for r in report.replay)
+    # Every strategy shows messages word for word, within the budget.
+    assert all(0 < r.verbatim_share <= 1 for r in report.replay)
     # A cheaper cache bills less, unless nothing was cached.
     assert all(
         r.cheap_billed_per_call < r.billed_per_call or r.cached_share == 0 for r in report.replay
@@ -102,7 +113,7 @@ def test_the_command_prints_json(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert [row["budget"] for row in data["figures"]] == [600] * 4 and data["replay"] == []
+    assert [row["budget"] for row in data["figures"]] == [600] * 6 and data["replay"] == []
     missed = {row["method"]: row["missed"] for row in data["figures"]}
     assert missed["plain buffer"] == ["q"] and missed["tiermem, query=question"] == []
     bad = runner.invoke(cli.app, ["eval", "context", str(path), "--budgets", "lots"])

@@ -5,12 +5,17 @@ into a fresh memory at each token budget, as ``MemoryConfig(max_tokens=B)`` with
 everything else default (the heuristic summary: no model is called). Each question
 is then asked at the end and the context is judged: is every / any evidence turn in
 it word for word, does the labelled answer string appear, how many tokens does it
-take. Beside tiermem, in the same process: a plain buffer (the most recent turns
-that fit ``B``) and "the last 10 turns, then plain BM25 hits for the question until
-``B`` is full". A prompt-cache replay (:mod:`tiermem.evaluation.cache`) sends a
-conversation turn by turn and counts what a prefix cache could serve, with a
-working and an always-failing summarizer, beside a summarization-middleware-like
-strategy (summarize all but the last 20 messages into one message once over ``B``).
+take. A plain read is also judged on its messages alone (its summaries and recalled
+block left out): where a summary quotes an evidence turn whole (this dataset's turns
+are mostly one sentence) the full figure counts it, which a dataset of longer turns
+would not. Beside tiermem, in the same process: a plain buffer (the most recent turns
+that fit ``B``), one of 60 % of ``B``, and "the last 10 turns, then plain BM25 hits
+for the question until ``B`` is full". A prompt-cache replay
+(:mod:`tiermem.evaluation.cache`) sends a conversation turn by turn and counts what a
+prefix cache could serve, with a working (a digest of a line), an always-failing and
+the heuristic summarizer, beside a summarization-middleware-like strategy (summarize
+all but the last 20 messages into one message once over ``B``), and how much of each
+call is messages word for word.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from .._core.messages import render_text
+from .._core.recall_block import RECALL_MARKER
+from .._core.render import is_summary_message
 from ..testing import FakeSummarizer, ManualClock
 from ..tokens import TokenCounter
 from ..types import MemoryConfig
@@ -37,6 +44,9 @@ __all__ = ["BUDGETS", "ContextFigures", "ContextReport", "ReplayFigures", "run_c
 BUDGETS = (2_000, 4_000, 8_000)
 #: Turns "last 10 turns + BM25" keeps before its hits.
 RECENT_TURNS = 10
+#: The share of the budget the smaller plain buffer fills: with no query, a read
+#: should show at least the evidence that one holds.
+SMALL_BUFFER = 0.6
 #: Messages the summarization-middleware-like strategy keeps verbatim.
 KEEP_MESSAGES = 20
 #: What a cached input token costs, as a share of an uncached one: half (OpenAI's
@@ -106,6 +116,9 @@ class ReplayFigures:
     billed_per_call: float
     #: Billed per call when a cached token costs :data:`CHEAP_CACHED_PRICE` of one.
     cheap_billed_per_call: float
+    #: The mean share of the budget a call gives to messages word for word (neither a
+    #: summary nor a recalled block).
+    verbatim_share: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The figures under stable keys."""
@@ -116,6 +129,7 @@ class ReplayFigures:
             "cached_share": round(self.cached_share, 4),
             "billed_per_call": round(self.billed_per_call, 1),
             "cheap_billed_per_call": round(self.cheap_billed_per_call, 1),
+            "verbatim_share": round(self.verbatim_share, 4),
         }
 
 
@@ -179,6 +193,9 @@ def run_context(
             report.figures += memory_figures
             baselines: dict[str, Method] = {
                 "plain buffer": lambda q, b: _buffer(ordered[q.conversation], b, counter),
+                "plain buffer, 60 % of B": lambda q, b: _buffer(
+                    ordered[q.conversation], int(SMALL_BUFFER * b), counter
+                ),
                 "last 10 + BM25": lambda q, b: _recent_and_bm25(
                     ordered[q.conversation], q, b, counter, bm25
                 ),
@@ -212,6 +229,7 @@ def _tiermem(
     kwargs: dict[str, Any] = {"config": MemoryConfig(max_tokens=budget), **(memory_kwargs or {})}
     asked = ContextFigures("tiermem, query=question", budget)
     plain = ContextFigures("tiermem, plain read", budget)
+    alone = ContextFigures("tiermem, plain read, messages alone", budget)
     with evaluation_memory(url, clock, kwargs) as memory:
         load(memory, clock, conversations)
         if memory.context.embedder is not None:
@@ -225,11 +243,24 @@ def _tiermem(
                 context = memory.get_messages(question.conversation, query=query)
                 figures.seconds += time.perf_counter() - started
                 figures.add(question, turns, _text(context), counter.count_messages(context))
-    return [asked, plain]
+                if query is None:
+                    messages = _verbatim(context)
+                    alone.add(question, turns, _text(messages), counter.count_messages(messages))
+    alone.seconds = plain.seconds  # judged on the plain read's own contexts
+    return [asked, plain, alone]
 
 
 def _message(turn: Turn) -> BaseMessage:
     return HumanMessage(turn.content) if turn.role == "user" else AIMessage(turn.content)
+
+
+def _verbatim(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages of a context shown word for word: no summary, no recalled block."""
+    return [
+        message
+        for message in messages
+        if not is_summary_message(message) and RECALL_MARKER not in message.additional_kwargs
+    ]
 
 
 def _text(messages: Sequence[BaseMessage]) -> str:
@@ -284,7 +315,8 @@ def replay_cache(
 ) -> list[ReplayFigures]:
     """Send ``turns`` user turns of ``conversation`` one by one to each strategy."""
     messages = [_message(t) for s in conversation.sessions for t in s.turns][: 2 * turns]
-    strategies: dict[str, tuple[MemoryConfig, FakeSummarizer]] = {
+    counter = TokenCounter()
+    strategies: dict[str, tuple[MemoryConfig, FakeSummarizer | None]] = {
         "tiermem, working summarizer": (MemoryConfig(max_tokens=budget), FakeSummarizer()),
         "tiermem, failing summarizer": (
             MemoryConfig(max_tokens=budget),
@@ -294,27 +326,33 @@ def replay_cache(
             MemoryConfig(max_tokens=budget, recall_share=0),
             FakeSummarizer(),
         ),
+        # What the demo and the figures above use: summaries of compression_ratio of
+        # their entries' size, where the working summarizer above writes a line.
+        "tiermem, heuristic summary (no model)": (MemoryConfig(max_tokens=budget), None),
     }
     figures = []
     for name, (config, summarizer) in strategies.items():
         clock = ManualClock()
-        kwargs = {**(memory_kwargs or {}), "config": config, "summarizer": summarizer}
-        replay = CacheReplay()
+        kwargs: dict[str, Any] = {**(memory_kwargs or {}), "config": config}
+        if summarizer is not None:
+            kwargs["summarizer"] = summarizer
+        replay, verbatim = CacheReplay(), 0
         with evaluation_memory(url, clock, kwargs) as memory:
             for message in messages:
                 clock.advance(seconds=30)
                 if isinstance(message, HumanMessage):
-                    replay.send(memory.add_and_get_messages(conversation.id, [message]))
+                    context = memory.add_and_get_messages(conversation.id, [message])
+                    replay.send(context)
+                    verbatim += counter.count_messages(_verbatim(context))
                 else:
                     memory.add_messages(conversation.id, [message])
-        figures.append(_figures(name, budget, replay))
-    figures.append(
-        _figures("summarization-middleware-like", budget, _middleware_like(messages, budget))
-    )
+        figures.append(_figures(name, budget, replay, verbatim))
+    replay, verbatim = _middleware_like(messages, budget)
+    figures.append(_figures("summarization-middleware-like", budget, replay, verbatim))
     return figures
 
 
-def _figures(name: str, budget: int, replay: CacheReplay) -> ReplayFigures:
+def _figures(name: str, budget: int, replay: CacheReplay, verbatim: int) -> ReplayFigures:
     return ReplayFigures(
         name,
         budget,
@@ -322,16 +360,18 @@ def _figures(name: str, budget: int, replay: CacheReplay) -> ReplayFigures:
         replay.share,
         replay.billed(CACHED_PRICE),
         replay.billed(CHEAP_CACHED_PRICE),
+        verbatim / max(replay.calls, 1) / budget,
     )
 
 
-def _middleware_like(messages: Sequence[BaseMessage], budget: int) -> CacheReplay:
+def _middleware_like(messages: Sequence[BaseMessage], budget: int) -> tuple[CacheReplay, int]:
     """Summarize everything but the last 20 messages into one leading message (the
-    previous summary included) whenever the state passes ``budget``."""
+    previous summary included) whenever the state passes ``budget``; the replay, and
+    the tokens its calls gave to messages word for word."""
     counter = TokenCounter()
     summarizer = FakeSummarizer()
     state: list[BaseMessage] = []
-    replay = CacheReplay()
+    replay, verbatim, summarized = CacheReplay(), 0, False
     for message in messages:
         state.append(message)
         if not isinstance(message, HumanMessage):
@@ -343,5 +383,7 @@ def _middleware_like(messages: Sequence[BaseMessage], budget: int) -> CacheRepla
             state.insert(
                 0, HumanMessage(f"Here is a summary of the conversation to date:\n\n{digest}")
             )
+            summarized = True
         replay.send(state)
-    return replay
+        verbatim += counter.count_messages(state[1:] if summarized else state)
+    return replay, verbatim

@@ -85,11 +85,13 @@ def context_tables(report: ContextReport) -> list[Table]:
         "cached share",
         "billed per call",
         "at a tenth",
+        "verbatim",
         box=box.SIMPLE_HEAD,
         title=Text("prompt-cache replay"),
         caption="cached: the longest prefix shared with the previous call, counted from "
         "1,024 tokens in steps of 128; billed: input tokens per call, a cached token at "
-        "half price, then at a tenth",
+        "half price, then at a tenth; verbatim: the mean share of the budget a call gives "
+        "to messages word for word",
     )
     for item in report.replay:
         replay.add_row(
@@ -99,5 +101,6 @@ def context_tables(report: ContextReport) -> list[Table]:
             f"{item.cached_share:.3f}",
             f"{item.billed_per_call:.0f}",
             f"{item.cheap_billed_per_call:.0f}",
+            f"{item.verbatim_share:.2f}",
         )
     return [figures, replay]
