@@ -38,7 +38,14 @@ from .cache import CacheReplay
 from .dataset import Conversation, Dataset, Question, Turn
 from .runner import QUERY_DELAY, evaluation_memory, load
 
-__all__ = ["BUDGETS", "ContextFigures", "ContextReport", "ReplayFigures", "run_context"]
+__all__ = [
+    "BUDGETS",
+    "ContextFigures",
+    "ContextReport",
+    "ReplayFigures",
+    "run_context",
+    "verbatim_messages",
+]
 
 #: The token budgets every figure is taken at.
 BUDGETS = (2_000, 4_000, 8_000)
@@ -244,7 +251,7 @@ def _tiermem(
                 figures.seconds += time.perf_counter() - started
                 figures.add(question, turns, _text(context), counter.count_messages(context))
                 if query is None:
-                    messages = _verbatim(context)
+                    messages = verbatim_messages(context)
                     alone.add(question, turns, _text(messages), counter.count_messages(messages))
     alone.seconds = plain.seconds  # judged on the plain read's own contexts
     return [asked, plain, alone]
@@ -254,7 +261,7 @@ def _message(turn: Turn) -> BaseMessage:
     return HumanMessage(turn.content) if turn.role == "user" else AIMessage(turn.content)
 
 
-def _verbatim(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+def verbatim_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The messages of a context shown word for word: no summary, no recalled block."""
     return [
         message
@@ -343,7 +350,7 @@ def replay_cache(
                 if isinstance(message, HumanMessage):
                     context = memory.add_and_get_messages(conversation.id, [message])
                     replay.send(context)
-                    verbatim += counter.count_messages(_verbatim(context))
+                    verbatim += counter.count_messages(verbatim_messages(context))
                 else:
                     memory.add_messages(conversation.id, [message])
         figures.append(_figures(name, budget, replay, verbatim))
