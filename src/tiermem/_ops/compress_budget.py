@@ -26,6 +26,7 @@ __all__ = [
     "mergeable",
     "over_budget",
     "reducible",
+    "summary_limit",
 ]
 
 
@@ -53,7 +54,7 @@ def excess(ctx: MemoryContext, session: SessionRecord, room: int = 0) -> tuple[i
     budget, the round that follows merges them all into one of ``compression_ratio``
     of their size: the context then falls by the summaries' shrinking too, and the
     compression takes only what is left to take. Counting the merge as if it did not
-    happen would take the context far under the mark (about 0.36 of the budget
+    happen would take the context far under the mark (about 0.35 of the budget
     instead of 0.6 at the defaults), leaving the model fewer verbatim entries than
     ``compress_to`` promises. A summary shorter than planned may leave the summaries
     under their share, so that no merge comes: the context then stays somewhat above
@@ -64,7 +65,7 @@ def excess(ctx: MemoryContext, session: SessionRecord, room: int = 0) -> tuple[i
     over = max(context - mark, 0)
     ratio = config.compression_ratio
     tokens = math.ceil(over / (1 - ratio))
-    held, share = session.summary_tokens, config.summary_share * config.max_tokens
+    held, share = session.summary_tokens, summary_limit(ctx)
     if session.summary_count and held + ratio * tokens > share:
         # After the merge the context is context - tokens + ratio * (held + ratio * tokens)
         # - held; solved for the mark. Taking so little that the merge no longer
@@ -87,10 +88,15 @@ def reducible(ctx: MemoryContext, session: SessionRecord) -> bool:
     return compressible(ctx, session) or session.summary_count >= 2 or session.active_count >= 2
 
 
+def summary_limit(ctx: MemoryContext) -> float:
+    """The tokens the summaries may hold before they are merged: ``summary_share`` of
+    ``max_tokens`` (:func:`mergeable`, and :func:`excess`, which plans for the merge)."""
+    return ctx.config.summary_share * ctx.config.max_tokens
+
+
 def mergeable(ctx: MemoryContext, session: SessionRecord) -> bool:
     """Whether the summaries passed their share of the budget."""
-    share = ctx.config.summary_share * ctx.config.max_tokens
-    return session.summary_count >= 2 and session.summary_tokens > share
+    return session.summary_count >= 2 and session.summary_tokens > summary_limit(ctx)
 
 
 def blocked(ctx: MemoryContext, session: SessionRecord, now: datetime) -> bool:
