@@ -96,7 +96,7 @@ def test_a_compression_that_a_merge_follows_still_lands_at_the_low_water_mark(
     """With the heuristic summarizer the summaries soon pass ``summary_share`` and each
     compression is followed by a merge that shrinks them too. The compression counts
     that shrinking, so the context falls to about ``compress_to`` of the budget, not
-    far under it (it fell to about 0.36 of it when the merge was not counted), and the
+    far under it (it fell to about 0.35 of it when the merge was not counted), and the
     summaries stay near their share of it."""
     config = MemoryConfig(max_tokens=2_000)
     memory = make_memory(config=config)  # no summarizer: the heuristic, extractive one
@@ -109,7 +109,8 @@ def test_a_compression_that_a_merge_follows_still_lands_at_the_low_water_mark(
         after = memory.get_stats("s")
         if before is not None and after.context_tokens < before.context_tokens:
             landed.append(after.context_tokens)
-            merged += after.summaries < before.summaries + 1
+            # A compression adds a summary; the merge after it folds them into one.
+            merged += after.summaries <= before.summaries
         before = after
     assert len(landed) >= 4 and merged >= 2
     # Where the new summary comes out shorter than planned, the merge does not come
